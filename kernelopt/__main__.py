@@ -1,0 +1,3 @@
+from kernelopt.cli import run
+
+run()

@@ -1,0 +1,65 @@
+"""Options and output helpers shared by every command."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import click
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override a module-level constant of the problem (repeatable), e.g. --set N=4096.",
+)
+
+dtype_option = click.option(
+    "--dtype",
+    type=click.Choice(["fp32", "fp16", "bf16"]),
+    default=None,
+    help="Cast floating inputs and parameters (default: as the problem declares).",
+)
+
+kernel_option = click.option(
+    "--kernel",
+    "kernel_path",
+    type=click.Path(dir_okay=False),
+    metavar="CANDIDATE",
+    help="Candidate kernel file (defines ModelNew or kernel_function).",
+)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """pydantic models (and lists/dicts of them) to plain JSON data."""
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def emit(obj: Any, as_json: bool, human: Callable[[Any], str]) -> None:
+    """Print `obj` as JSON when --json was given, else the human rendering."""
+    if as_json:
+        click.echo(json.dumps(to_jsonable(obj), indent=2))
+    else:
+        click.echo(human(obj))
+
+
+def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`("N=4096", "DIM=64")` -> {"N": "4096", ...}; values are typed later by the problem loader."""
+    from kernelopt.errors import BadInput
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise BadInput(f"--set {pair!r}: expected NAME=VALUE with NAME a Python identifier")
+        out[name.strip()] = value.strip()
+    return out

@@ -1,0 +1,44 @@
+"""Errors that the CLI turns into one-line messages and documented exit codes.
+
+Exit codes (the same for every command):
+  0  success
+  1  the candidate is wrong or failed, or something the requested mode needs is missing
+  2  bad input or usage: missing file, malformed problem/kernel/YAML/database, ncu failure
+"""
+
+from __future__ import annotations
+
+
+class KerneloptError(Exception):
+    """Base class: `str(err)` is the one-line message, `exit_code` the process exit code."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class BadInput(KerneloptError):
+    """A file or argument the user gave cannot be used (exit 2)."""
+
+    exit_code = 2
+
+
+class CandidateFailed(KerneloptError):
+    """The candidate kernel failed: compile error, crash, timeout or wrong result (exit 1)."""
+
+    exit_code = 1
+
+
+class MissingRequirement(KerneloptError):
+    """Something the requested mode needs (GPU, ncu, nvcc) is not available (exit 1)."""
+
+    exit_code = 1
+
+
+class ToolFailed(KerneloptError):
+    """An external tool (ncu, ptxas) failed or timed out (exit 2)."""
+
+    exit_code = 2

@@ -1,0 +1,26 @@
+"""Every model that crosses a stage boundary. Import from here."""
+
+from kernelopt.models.common import BACKENDS, CATEGORIES, Backend, Category, DType, Model
+from kernelopt.models.diagnosis import Bottleneck, Diagnosis, Evidence
+from kernelopt.models.harness import (
+    BenchResult,
+    Candidate,
+    FailureReason,
+    OutputCheck,
+    Problem,
+    Timing,
+    TimingStats,
+    Trial,
+    Verification,
+)
+from kernelopt.models.metrics import KernelMetrics, Metrics, MetricValue, Roofline, RuleResult, StaticResources
+from kernelopt.models.recommendation import Recommendation
+
+__all__ = [
+    "BACKENDS", "CATEGORIES", "Backend", "Category", "DType", "Model",
+    "Bottleneck", "Diagnosis", "Evidence",
+    "BenchResult", "Candidate", "FailureReason", "OutputCheck", "Problem", "Timing", "TimingStats", "Trial",
+    "Verification",
+    "KernelMetrics", "Metrics", "MetricValue", "Roofline", "RuleResult", "StaticResources",
+    "Recommendation",
+]

@@ -1,0 +1,109 @@
+"""Problem, Candidate, Verification and Timing: what the harness takes and returns."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kernelopt.models.common import Backend, DType, Model
+
+
+class Problem(Model):
+    """A KernelBench-style problem file (`Model`, `get_inputs`, `get_init_inputs`)."""
+
+    path: str
+    name: str
+    overrides: dict[str, Any] = Field(default_factory=dict, description="--set NAME=VALUE, typed")
+    dtype: DType | None = None
+    constants: dict[str, Any] = Field(default_factory=dict, description="module-level scalars after overrides")
+    atol: float | None = None
+    rtol: float | None = None
+
+
+class Candidate(Model):
+    """A candidate kernel file defining `ModelNew` or `kernel_function`."""
+
+    path: str
+    name: str
+    backend: Backend
+    entry: Literal["ModelNew", "kernel_function"]
+    sha256: str
+
+
+FailureReason = Literal[
+    "compile",  # import/compile/build failed
+    "runtime",  # raised or crashed while running
+    "timeout",  # exceeded the time limit
+    "incorrect",  # numerically wrong
+    "nonfinite",  # NaN/Inf where the reference is finite
+    "shape_mismatch",
+    "unwritten_output",  # output kept the poison the allocator was filled with
+    "modified_input",  # candidate wrote into its inputs
+    "cached_result",  # same output for different inputs
+    "hidden_stream",  # result only correct after a device-wide synchronize
+    "needs_gpu",  # CUDA candidate, no GPU: compiled only
+]
+
+
+class OutputCheck(Model):
+    index: int
+    shape: list[int]
+    dtype: str
+    ref_shape: list[int]
+    ref_dtype: str
+    max_abs_error: float | None = None
+    rel_l2_error: float | None = None
+    mismatches: int = 0
+    first_mismatch: list[int] | None = None
+    nonfinite: int = 0
+    passed: bool
+
+
+class Trial(Model):
+    seed: int
+    passed: bool
+    reason: FailureReason | None = None
+    message: str | None = None
+    outputs: list[OutputCheck] = Field(default_factory=list)
+
+
+class Verification(Model):
+    problem: Problem
+    candidate: Candidate
+    passed: bool
+    reason: FailureReason | None = None
+    message: str | None = None
+    device: str
+    interpreter: bool = False
+    atol: float
+    rtol: float
+    trials: list[Trial] = Field(default_factory=list)
+
+
+class TimingStats(Model):
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    cv: float = Field(description="coefficient of variation: stdev / mean")
+    count: int
+    warmup_count: int
+    l2_flush_bytes: int
+    method: str = "cuda-events, L2 flushed before every call, device-wide synchronize"
+
+
+class Timing(Model):
+    label: str  # "candidate", "eager", "compile"
+    stats: TimingStats | None = None
+    error: str | None = None
+
+
+class BenchResult(Model):
+    problem: Problem
+    candidate: Candidate
+    device: str
+    env: dict[str, Any] = Field(default_factory=dict)
+    timings: dict[str, Timing] = Field(default_factory=dict)
+    speedups: dict[str, float] = Field(default_factory=dict, description="baseline median / candidate median")

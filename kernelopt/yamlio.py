@@ -1,0 +1,86 @@
+"""The one YAML loader: `yaml.safe_load` semantics plus the line of every key.
+
+Strategy packs, rule packs and zoo labels all load through `load_yaml`, so every
+validation error can name file, line and field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelopt.errors import BadInput
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass
+class YamlDoc:
+    path: Path
+    data: Any
+    lines: dict[Loc, int] = field(default_factory=dict)
+
+    def line_of(self, loc: Loc) -> int | None:
+        """Line (1-based) of the deepest known node on `loc`, e.g. ("strategies", 3, "when")."""
+        loc = tuple(loc)
+        while loc:
+            if loc in self.lines:
+                return self.lines[loc]
+            loc = loc[:-1]
+        return self.lines.get((), None)
+
+    def where(self, loc: Loc) -> str:
+        line = self.line_of(loc)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+
+def _walk(node: Any, loc: Loc, lines: dict[Loc, int]) -> None:
+    import yaml
+
+    lines[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            lines[loc + (key,)] = key_node.start_mark.line + 1
+            _walk(value_node, loc + (key,), lines)
+            lines[loc + (key,)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, loc + (index,), lines)
+
+
+def load_yaml(path: str | Path) -> YamlDoc:
+    """Load one YAML document safely; BadInput names the file and line on any error."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise BadInput(f"{path}{line}: malformed YAML: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise BadInput(f"{path}: malformed YAML: {exc}") from None
+    lines: dict[Loc, int] = {}
+    if node is not None:
+        _walk(node, (), lines)
+    return YamlDoc(path=path, data=data, lines=lines)
+
+
+def pydantic_errors(doc: YamlDoc, exc: Exception, base: Loc = ()) -> list[str]:
+    """Turn a pydantic ValidationError into `file:line: field: message` lines."""
+    out = []
+    for err in exc.errors():  # type: ignore[attr-defined]
+        loc = base + tuple(err["loc"])
+        field_name = ".".join(str(p) for p in loc) or "(document)"
+        out.append(f"{doc.where(loc)}: {field_name}: {err['msg']}")
+    return out
