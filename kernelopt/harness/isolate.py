@@ -177,6 +177,10 @@ def _child_selftest(args: dict[str, Any]) -> dict[str, Any]:
 def _child_main(req_path: str, out_path: str) -> int:
     from kernelopt.errors import BadInput
 
+    # Run as __main__, this module's own ChildError is another class than the one
+    # child functions raise: catch the importable one.
+    from kernelopt.harness.isolate import ChildError
+
     request = json.loads(Path(req_path).read_text())
     module_name, func_name = CHILD_MODES[request["mode"]].split(":")
     result: dict[str, Any]
