@@ -15,6 +15,7 @@ from kernelopt.models.harness import (
 )
 from kernelopt.models.metrics import KernelMetrics, Metrics, MetricValue, Roofline, RuleResult, StaticResources
 from kernelopt.models.recommendation import Recommendation
+from kernelopt.models.strategy import Knob, Override, PackInfo, Strategy, StrategyPack, StrategySet
 
 __all__ = [
     "BACKENDS", "CATEGORIES", "Backend", "Category", "DType", "Model",
@@ -23,4 +24,5 @@ __all__ = [
     "Verification",
     "KernelMetrics", "Metrics", "MetricValue", "Roofline", "RuleResult", "StaticResources",
     "Recommendation",
+    "Knob", "Override", "PackInfo", "Strategy", "StrategyPack", "StrategySet",
 ]

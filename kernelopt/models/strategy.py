@@ -1,0 +1,138 @@
+"""Strategy packs: the optimization playbook as data.
+
+A pack is YAML validated by `StrategyPack`; the recommender, the knob optimizer and
+the LLM prompts all read the same `Strategy` objects.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from kernelopt.models.common import Category, Model
+
+StrategyBackend = Literal["triton", "cuda", "any"]
+
+_KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+# A knob parameter is a launch/meta parameter name, optionally a glob (BLOCK_*) so one
+# strategy can address every block dimension of a kernel.
+_PARAM = re.compile(r"^[A-Za-z_*][A-Za-z0-9_*]*$")
+
+
+class Knob(Model):
+    """A move the knob optimizer can apply on its own: try these values, or scale the current one."""
+
+    param: str = Field(description="meta/launch parameter, e.g. num_warps or a glob like BLOCK_*")
+    values: list[int | float | str | bool] | None = Field(None, description="absolute values to try")
+    scale: list[float] | None = Field(None, description="factors applied to the current value")
+
+    @field_validator("param")
+    @classmethod
+    def _param_name(cls, v: str) -> str:
+        if not _PARAM.match(v):
+            raise ValueError(f"{v!r} is not a parameter name or glob (letters, digits, _ and *)")
+        return v
+
+    @field_validator("scale")
+    @classmethod
+    def _positive(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and any(f <= 0 for f in v):
+            raise ValueError("scale factors must be > 0")
+        return v
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Knob:
+        if (self.values is None) == (self.scale is None):
+            raise ValueError("give exactly one of `values` or `scale`")
+        if not (self.values or self.scale):
+            raise ValueError("`values`/`scale` must not be empty")
+        return self
+
+
+class Strategy(Model):
+    id: str = Field(description="unique, kebab-case")
+    title: str
+    backend: StrategyBackend
+    categories: list[Category] = Field(min_length=1)
+    subcauses: list[str] = Field(default_factory=list)
+    when: str | None = Field(None, description="precondition over metric keys; must hold (or be unknown)")
+    avoid_when: str | None = Field(None, description="condition over metric keys under which this hurts")
+    pitfall: str | None = Field(None, description="prose: when this does not help or backfires")
+    anti_pattern: bool = Field(False, description="an entry that warns against a change rather than proposes it")
+    expect: str | None = Field(None, description="what should move in the profile (metric keys)")
+    knobs: list[Knob] = Field(default_factory=list)
+    change: str | None = Field(None, description="code change, with a short before/after sketch")
+    references: list[str] = Field(default_factory=list)
+    # Set by the loader, not by the YAML author.
+    pack: str | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _kebab(cls, v: str) -> str:
+        if not _KEBAB.match(v):
+            raise ValueError(f"{v!r} is not kebab-case (lowercase letters, digits, single dashes)")
+        return v
+
+    @field_validator("title")
+    @classmethod
+    def _nonempty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+    @model_validator(mode="after")
+    def _has_change(self) -> Strategy:
+        if not self.knobs and not (self.change and self.change.strip()):
+            raise ValueError("a strategy needs `change` (code change) or `knobs` (moves the optimizer applies)")
+        return self
+
+
+class PackInfo(Model):
+    name: str
+    version: int | str = 1
+    description: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _kebab(cls, v: str) -> str:
+        if not _KEBAB.match(v):
+            raise ValueError(f"{v!r} is not kebab-case")
+        return v
+
+
+class StrategyPack(Model):
+    pack: PackInfo
+    strategies: list[Strategy] = Field(default_factory=list)
+    # Set by the loader: where the pack came from ("builtin", "path", "entry-point:<name>") and its file.
+    origin: str | None = None
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> StrategyPack:
+        seen: set[str] = set()
+        for s in self.strategies:
+            if s.id in seen:
+                raise ValueError(f"duplicate strategy id {s.id!r} in one pack")
+            seen.add(s.id)
+        return self
+
+
+class Override(Model):
+    """A later pack replaced a strategy of an earlier one (reported, never silent)."""
+
+    strategy: str
+    old_pack: str
+    new_pack: str
+    old_path: str | None = None
+    new_path: str | None = None
+
+
+class StrategySet(Model):
+    """Every loaded strategy after overrides, the packs in load order, and what was overridden."""
+
+    packs: list[StrategyPack] = Field(default_factory=list)
+    strategies: dict[str, Strategy] = Field(default_factory=dict)
+    overrides: list[Override] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
