@@ -1,0 +1,319 @@
+"""Build `Metrics` from files: ncu `--csv --page raw`, `.ncu-rep`, and JSON dumps.
+
+Each reader produces `RawKernel`s (ncu names -> (value, unit), plus rule results);
+`assemble` turns them into Metrics through the one catalog lookup, computes each
+kernel's share of the time, marks the dominant kernel(s) and the combined view.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelopt.errors import BadInput
+from kernelopt.models.metrics import KernelMetrics, Metrics, RuleResult
+from kernelopt.profile.catalog import RawValue, load_catalog, parse_value
+
+# Device/host description metrics: one copy per kernel is noise in the output.
+_DROP_PREFIXES = ("device__attribute_", "nvlink__", "numa__", "profiler__", "c2clink__")
+# A kernel at least this share of the longest kernel's time is marked dominant too.
+DOMINANT_RATIO = 0.5
+
+
+@dataclass
+class RawKernel:
+    name: str
+    raw: dict[str, RawValue]
+    rules: list[RuleResult] = field(default_factory=list)
+    long_name: str | None = None
+    device: str | None = None
+    grid: list[int] | None = None
+    block: list[int] | None = None
+
+
+def import_file(path: str | Path) -> Metrics:
+    """Read an ncu raw CSV, an `.ncu-rep` or a JSON dump, chosen by content."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such file")
+    if path.suffix == ".ncu-rep":
+        return assemble(read_ncu_rep(path), source="ncu-rep", provenance={"file": str(path)})
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read as text ({exc}); expected ncu CSV, JSON or .ncu-rep") from None
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        return assemble(read_json_dump(text, path), source="json", provenance={"file": str(path)})
+    if '"ID"' in text[:10000] or stripped.startswith("ID,"):
+        return assemble(read_ncu_csv(text, path), source="ncu-csv", provenance={"file": str(path)})
+    raise BadInput(f"{path}: not a recognised metrics file (ncu --csv --page raw, .ncu-rep, or JSON dump)")
+
+
+# ---------------------------------------------------------------- CSV
+
+def read_ncu_csv(text: str, path: str | Path = "<csv>") -> list[RawKernel]:
+    """`ncu --csv --page raw` output: header row, units row, one row per profiled kernel.
+
+    Lines ncu prints before the table (==PROF== ...) are skipped.
+    """
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"') or line.startswith("ID,")), None)
+    if start is None:
+        raise BadInput(f"{path}: no ncu CSV header (expected the output of `ncu --csv --page raw`)")
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    except csv.Error as exc:
+        raise BadInput(f"{path}: malformed CSV: {exc}") from None
+    header = rows[0]
+    if "Kernel Name" not in header:
+        raise BadInput(f"{path}: CSV has no 'Kernel Name' column; expected `ncu --csv --page raw` output")
+    if "Metric Name" in header:
+        raise BadInput(f"{path}: this is the details page; export with `ncu --csv --page raw`")
+    units: list[str] = [""] * len(header)
+    first = 1
+    if len(rows) > 1 and rows[1] and rows[1][0] == "":
+        units, first = rows[1], 2
+    kernels: list[RawKernel] = []
+    for index in range(first, len(rows)):
+        row, lineno = rows[index], start + index + 1
+        if not row or all(not c for c in row):
+            continue
+        if len(row) != len(header):
+            raise BadInput(
+                f"{path}: row {lineno} has {len(row)} fields, header has {len(header)} (truncated file?)"
+            )
+        cells = dict(zip(header, row))
+        raw: dict[str, RawValue] = {}
+        for col, unit in zip(header, units):
+            if "__" not in col or col.startswith(_DROP_PREFIXES):
+                continue
+            raw[col] = (parse_value(cells[col]), unit or None)
+        name = cells.get("Kernel Name", "")
+        kernels.append(
+            RawKernel(
+                name=_short_name(name),
+                long_name=name,
+                raw=raw,
+                device=cells.get("device__attribute_display_name") or None,
+                grid=_dims(cells.get("Grid Size")),
+                block=_dims(cells.get("Block Size")),
+            )
+        )
+    if not kernels:
+        raise BadInput(f"{path}: the CSV holds no kernel rows (was any kernel profiled?)")
+    return kernels
+
+
+def _dims(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x.replace(",", "")) for x in text.strip("() ").split(", ")]
+    except ValueError:
+        return None
+
+
+def _short_name(name: str) -> str:
+    """'void at::native::foo<4, ...>(int, T2)' -> 'foo': the identifier before template args."""
+    s = name.strip()
+    if s.startswith("void "):
+        s = s[5:]
+    depth, cut = 0, len(s)
+    for i, ch in enumerate(s):
+        if ch in "<(" and depth == 0:
+            cut = i
+            break
+    s = s[:cut]
+    return s.rsplit("::", 1)[-1] or name
+
+
+# ---------------------------------------------------------------- .ncu-rep
+
+_MSG_TYPES = {0: "INF", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}  # ncu shows MsgType OK as INF
+_SPEEDUP_TYPES = {1: "local", 2: "global"}
+
+
+def read_ncu_rep(path: str | Path) -> list[RawKernel]:
+    """Every profiled kernel of a report, with all metrics and structured rule results."""
+    try:
+        import ncu_report
+    except ImportError:
+        raise BadInput("reading .ncu-rep needs the ncu-report package (pip install ncu-report)") from None
+    path = Path(path)
+    try:
+        ctx = ncu_report.load_report(str(path))
+    except Exception as exc:  # noqa: BLE001 - the loader raises plain RuntimeError on corrupt files
+        raise BadInput(f"{path}: cannot load Nsight Compute report: {str(exc).strip() or type(exc).__name__}") from None
+    kernels: list[RawKernel] = []
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            raw: dict[str, RawValue] = {}
+            device = None
+            for name in action.metric_names():
+                metric = action.metric_by_name(name)
+                if metric is None or not metric.has_value():
+                    continue
+                if name == "device__attribute_display_name":
+                    device = str(metric.value())
+                if name.startswith(_DROP_PREFIXES) and name != "device__attribute_multiprocessor_count":
+                    continue
+                value = metric.value()
+                if not isinstance(value, (int, float, str)):
+                    continue
+                raw[name] = (value if isinstance(value, str) else float(value), metric.unit() or None)
+            rules = [_rule(d) for d in action.rule_results_as_dicts()]
+            grid = [int(raw[f"launch__grid_dim_{d}"][0]) for d in "xyz" if f"launch__grid_dim_{d}" in raw]  # type: ignore[arg-type]
+            block = [int(raw[f"launch__block_dim_{d}"][0]) for d in "xyz" if f"launch__block_dim_{d}" in raw]  # type: ignore[arg-type]
+            kernels.append(
+                RawKernel(
+                    name=action.name(),
+                    long_name=action.name(action.NameBase_DEMANGLED),
+                    raw=raw,
+                    rules=rules,
+                    device=device,
+                    grid=grid or None,
+                    block=block or None,
+                )
+            )
+    if not kernels:
+        raise BadInput(f"{path}: the report holds no profiled kernel")
+    return kernels
+
+
+def _rule(d: dict[str, Any]) -> RuleResult:
+    msg = d.get("rule_message") or {}
+    speedup = d.get("speedup_estimation") or {}
+    title = msg.get("title") or ""
+    text = " ".join(str(msg.get("message", "")).split())
+    return RuleResult(
+        rule=str(d.get("rule_identifier") or d.get("name") or "?"),
+        section=d.get("section_identifier"),
+        type=_MSG_TYPES.get(int(msg.get("type", 0)), "INF"),  # type: ignore[arg-type]
+        message=f"{title}: {text}" if title else text,
+        est_speedup_pct=float(speedup["speedup"]) if "speedup" in speedup else None,
+        speedup_type=_SPEEDUP_TYPES.get(int(speedup.get("type", 0))),  # type: ignore[arg-type]
+        focus_metrics=[
+            {k: fm.get(k) for k in ("name", "value", "severity", "info")} for fm in d.get("focus_metrics") or []
+        ],
+    )
+
+
+# ---------------------------------------------------------------- JSON dumps
+
+def read_json_dump(text: str, path: str | Path = "<json>") -> list[RawKernel]:
+    """`{"metrics": {kernel: {ncu_name: value | {"value": v, "unit": u}}}, "device": ...}`."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
+        raise BadInput(f"{path}: expected a JSON object with a 'metrics' object of kernel -> {{ncu_name: value}}")
+    device = doc.get("device") if isinstance(doc.get("device"), str) else None
+    kernels = []
+    for kname, metrics in doc["metrics"].items():
+        if not isinstance(metrics, dict):
+            raise BadInput(f"{path}: metrics[{kname!r}] must be an object of ncu_name -> value")
+        raw: dict[str, RawValue] = {}
+        for mname, v in metrics.items():
+            if isinstance(v, dict):
+                raw[mname] = (parse_value(v.get("value")), v.get("unit"))
+            elif v is None or isinstance(v, (int, float, str)):
+                raw[mname] = (parse_value(v), None)
+            else:
+                raise BadInput(f"{path}: metrics[{kname!r}][{mname!r}]: expected a number, string or {{value, unit}}")
+        kernels.append(RawKernel(name=_short_name(kname), long_name=kname, raw=raw, device=device))
+    if not kernels:
+        raise BadInput(f"{path}: 'metrics' is empty")
+    return kernels
+
+
+# ---------------------------------------------------------------- assembly
+
+def assemble(
+    raw_kernels: list[RawKernel],
+    *,
+    source: str,
+    device: str | None = None,
+    provenance: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+) -> Metrics:
+    catalog = load_catalog()
+    kernels: list[KernelMetrics] = []
+    for i, rk in enumerate(raw_kernels):
+        by_key, rest = catalog.resolve(rk.raw)
+        duration = by_key.get("duration_ns")
+        kernels.append(
+            KernelMetrics(
+                name=rk.name,
+                index=i,
+                grid=rk.grid,
+                block=rk.block,
+                duration_ns=float(duration.value) if duration and isinstance(duration.value, (int, float)) else None,
+                metrics=by_key,
+                raw=rest,
+                rules=rk.rules,
+            )
+        )
+    mark_dominant(kernels)
+    return Metrics(
+        source=source,  # type: ignore[arg-type]
+        device=device or next((k.device for k in raw_kernels if k.device), None),
+        kernels=kernels,
+        combined=combine(kernels),
+        provenance=provenance or {},
+        notes=list(notes or []),
+    )
+
+
+def mark_dominant(kernels: list[KernelMetrics]) -> None:
+    """Time share per kernel; the longest kernel, and any within DOMINANT_RATIO of it, dominate."""
+    durations = [k.duration_ns or 0.0 for k in kernels]
+    total = sum(durations)
+    if total <= 0:
+        if kernels:
+            kernels[0].dominant = True
+        return
+    longest = max(durations)
+    for k, d in zip(kernels, durations):
+        k.time_fraction = d / total
+        k.dominant = d >= DOMINANT_RATIO * longest
+
+
+def combine(kernels: list[KernelMetrics]) -> dict[str, float]:
+    """Duration-weighted view over all kernels, by catalog key (see `aggregate` in the catalog)."""
+    catalog = load_catalog()
+    if not kernels:
+        return {}
+    weights = [k.duration_ns or 0.0 for k in kernels]
+    if sum(weights) <= 0:
+        weights = [1.0] * len(kernels)
+    top = max(range(len(kernels)), key=lambda i: weights[i])
+    out: dict[str, float] = {}
+    keys = dict.fromkeys(key for k in kernels for key in k.metrics)
+    for key in keys:
+        entry = catalog.by_key.get(key)
+        rule = entry.aggregate if entry else "mean"
+        pairs = [
+            (float(k.metrics[key].value), w)  # type: ignore[arg-type]
+            for k, w in zip(kernels, weights)
+            if key in k.metrics and isinstance(k.metrics[key].value, (int, float))
+        ]
+        if not pairs:
+            continue
+        if rule == "sum":
+            out[key] = sum(v for v, _ in pairs)
+        elif rule == "dominant":
+            mv = kernels[top].metrics.get(key)
+            if mv is not None and isinstance(mv.value, (int, float)):
+                out[key] = float(mv.value)
+        else:
+            wsum = sum(w for _, w in pairs)
+            out[key] = sum(v * w for v, w in pairs) / wsum if wsum else pairs[0][0]
+    return out
