@@ -107,3 +107,4 @@ class BenchResult(Model):
     env: dict[str, Any] = Field(default_factory=dict)
     timings: dict[str, Timing] = Field(default_factory=dict)
     speedups: dict[str, float] = Field(default_factory=dict, description="baseline median / candidate median")
+    options: dict[str, Any] = Field(default_factory=dict, description="timing options and seed as requested")

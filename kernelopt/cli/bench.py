@@ -1,0 +1,100 @@
+"""`kernelopt bench PROBLEM --kernel CANDIDATE`: time a candidate against eager and torch.compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from kernelopt.cli.common import dtype_option, emit, json_option, kernel_option, parse_overrides, set_option
+
+
+@click.command(
+    "bench",
+    epilog="Exit codes: 0 timed; 1 no CUDA GPU (nothing timed) or the candidate failed; 2 bad input.",
+)
+@click.argument("problem_path", metavar="PROBLEM", type=click.Path(dir_okay=False))
+@kernel_option
+@click.option(
+    "--baselines",
+    default="eager,compile",
+    show_default=True,
+    help="Comma-separated baselines to time: eager, compile (torch.compile default mode), or none.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also write the Markdown report here.")
+@set_option
+@dtype_option
+@click.option("--warmup-ms", type=click.FloatRange(min=0), default=25.0, show_default=True, help="Minimum warm-up time.")
+@click.option("--warmup-calls", type=click.IntRange(min=0), default=3, show_default=True, help="Minimum warm-up calls.")
+@click.option("--min-ms", type=click.FloatRange(min=0), default=100.0, show_default=True,
+              help="Minimum total measured time per label.")
+@click.option("--min-calls", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Minimum timed calls per label.")
+@click.option("--max-calls", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Stop after this many timed calls even if --min-ms is not reached.")
+@click.option("--no-flush-l2", is_flag=True, help="Do not flush the L2 cache before each call (warm-cache timing).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=900.0, show_default=True,
+              help="Seconds for the whole child run (preparation, compilation, timing).")
+@json_option
+def bench(
+    problem_path: str,
+    kernel_path: str | None,
+    baselines: str,
+    output: str | None,
+    overrides: tuple[str, ...],
+    dtype: str | None,
+    warmup_ms: float,
+    warmup_calls: int,
+    min_ms: float,
+    min_calls: int,
+    max_calls: int,
+    no_flush_l2: bool,
+    seed: int,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """Time CANDIDATE on PROBLEM with CUDA events, flushed L2 and a device-wide synchronize,
+    next to the reference Model in eager PyTorch and under torch.compile.
+
+    Without a CUDA GPU nothing is timed: the command says so and exits 1
+    (with --json: {"error": ..., "gpu": false}).
+    """
+    from kernelopt.errors import BadInput, MissingRequirement
+    from kernelopt.harness.baselines import parse_baselines
+    from kernelopt.harness.bench import bench as run_bench
+    from kernelopt.harness.bench import render_benchmark
+    from kernelopt.problem import load_candidate, load_problem
+
+    if not kernel_path:
+        raise BadInput("bench needs --kernel CANDIDATE (the kernel file to time)")
+    if max_calls < min_calls:
+        raise BadInput(f"--max-calls {max_calls} is below --min-calls {min_calls}")
+    names = parse_baselines(baselines)
+    problem = load_problem(problem_path, parse_overrides(overrides), dtype)
+    candidate = load_candidate(kernel_path)
+    try:
+        result = run_bench(
+            problem,
+            candidate,
+            baselines=names,
+            timeout_s=timeout_s,
+            seed=seed,
+            warmup_ms=warmup_ms,
+            warmup_calls=warmup_calls,
+            min_ms=min_ms,
+            min_calls=min_calls,
+            max_calls=max_calls,
+            flush_l2=not no_flush_l2,
+        )
+    except MissingRequirement as exc:
+        if as_json:
+            emit({"error": str(exc), "gpu": False}, True, str)
+        raise
+    report = render_benchmark(result)
+    if output:
+        try:
+            Path(output).write_text(report)
+        except OSError as exc:
+            raise BadInput(f"{output}: cannot write the report: {exc.strerror or exc}") from None
+    emit(result, as_json, lambda _: report.rstrip("\n"))

@@ -1,0 +1,243 @@
+"""The one way kernelopt times GPU work.
+
+Every caller that puts a number on a kernel's run time -- `bench` (candidate and
+baselines alike), the optimisation loop, `env --measure`, the timing-stability
+benchmark -- goes through `time_callable`, so two figures from kernelopt are always
+measured the same way:
+
+* CUDA events around each call, one sample per call;
+* the L2 cache flushed before every timed call by writing a buffer of at least
+  twice the device's L2 size (outside the events, so the flush is not timed);
+* a device-wide `torch.cuda.synchronize()` after each call, so work a candidate
+  puts on other streams has finished before the next sample starts;
+* a warm-up of at least `warmup_ms` and `warmup_calls` calls (compilation,
+  autotuning, allocator and clock ramp-up happen there), then timed calls until
+  both `min_ms` of measured time and `min_calls` calls are reached.
+
+`summarize` (the statistics) is a pure function over a list of milliseconds.
+`child_time` is the body of the isolated child process (`CHILD_MODES["time"]`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from kernelopt.errors import MissingRequirement
+from kernelopt.models.harness import Timing, TimingStats
+
+if TYPE_CHECKING:
+    import torch
+
+# Used when the device does not report its L2 size (0): larger than any current L2.
+FALLBACK_L2_FLUSH_BYTES = 256 * 1024 * 1024
+# A safety stop for very short kernels: 100 ms of 1 us kernels would be 100k samples.
+DEFAULT_MAX_CALLS = 100_000
+# The warm-up never runs longer than this, even if `warmup_calls` calls take longer.
+_WARMUP_WALL_LIMIT_S = 30.0
+
+METHOD = "cuda-events, L2 flushed before every call, device-wide synchronize"
+
+
+def summarize(
+    samples_ms: Sequence[float],
+    *,
+    warmup_count: int = 0,
+    l2_flush_bytes: int = 0,
+    method: str = METHOD,
+) -> TimingStats:
+    """Statistics of per-call times in milliseconds.
+
+    IQR uses linear interpolation between order statistics (numpy's default
+    percentile method, `statistics.quantiles(method="inclusive")`); CV is the
+    sample standard deviation over the mean (0 for a single sample).
+    """
+    values = [float(v) for v in samples_ms]
+    if not values:
+        raise ValueError("no timing samples")
+    if any(not math.isfinite(v) or v < 0 for v in values):
+        raise ValueError("timing samples must be finite and non-negative")
+    mean = statistics.fmean(values)
+    if len(values) >= 2:
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+        stdev = statistics.stdev(values)
+    else:
+        q1 = q3 = values[0]
+        stdev = 0.0
+    return TimingStats(
+        median_ms=statistics.median(values),
+        mean_ms=mean,
+        min_ms=min(values),
+        max_ms=max(values),
+        iqr_ms=q3 - q1,
+        cv=stdev / mean if mean > 0 else 0.0,
+        count=len(values),
+        warmup_count=warmup_count,
+        l2_flush_bytes=l2_flush_bytes,
+        method=method,
+    )
+
+
+def speedup(baseline: TimingStats | None, candidate: TimingStats | None) -> float | None:
+    """Baseline median over candidate median (>1: the candidate is faster)."""
+    if baseline is None or candidate is None or candidate.median_ms <= 0:
+        return None
+    return baseline.median_ms / candidate.median_ms
+
+
+def l2_flush_bytes(device: "torch.device | int | str | None" = None) -> int:
+    """Size of the L2 flush buffer for `device`: twice its L2 (the fallback if unknown)."""
+    import torch
+
+    l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+    return 2 * l2 if l2 > 0 else FALLBACK_L2_FLUSH_BYTES
+
+
+def require_cuda(what: str = "timing") -> None:
+    """Raise MissingRequirement (exit 1) when no CUDA device is usable."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise MissingRequirement(f"no CUDA GPU is available: {what} needs one, so no timing was done")
+
+
+def time_callable(
+    fn: Callable[[], Any],
+    *,
+    warmup_ms: float = 25.0,
+    warmup_calls: int = 3,
+    min_ms: float = 100.0,
+    min_calls: int = 10,
+    flush_l2: bool = True,
+    device: "torch.device | int | str | None" = None,
+    max_calls: int = DEFAULT_MAX_CALLS,
+) -> TimingStats:
+    """Time `fn()` on a CUDA device; see the module docstring for the method.
+
+    `min_ms` counts measured (event) time, not wall time, so a short kernel gets
+    more samples. `max_calls` bounds the number of timed calls for very short
+    kernels. Raises MissingRequirement without CUDA; exceptions from `fn` propagate.
+    """
+    import torch
+
+    require_cuda()
+    if min_calls < 1 or warmup_calls < 0 or max_calls < min_calls:
+        raise ValueError("need min_calls >= 1, warmup_calls >= 0 and max_calls >= min_calls")
+    dev = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"time_callable times CUDA work, got device {dev}")
+
+    flush_bytes = l2_flush_bytes(dev) if flush_l2 else 0
+    # int8 so the buffer is exactly `flush_bytes`; zero_() is a plain write of every byte.
+    flush_buf = torch.empty(flush_bytes, dtype=torch.int8, device=dev) if flush_l2 else None
+
+    def flush() -> None:
+        if flush_buf is not None:
+            flush_buf.zero_()
+
+    with torch.cuda.device(dev):
+        torch.cuda.synchronize(dev)
+        start_evt = torch.cuda.Event(enable_timing=True)
+        end_evt = torch.cuda.Event(enable_timing=True)
+
+        def one_call() -> float:
+            flush()
+            start_evt.record()
+            fn()
+            end_evt.record()
+            torch.cuda.synchronize(dev)
+            return float(start_evt.elapsed_time(end_evt))
+
+        warm_n = 0
+        warm_ms = 0.0
+        wall0 = time.monotonic()
+        while warm_n < warmup_calls or warm_ms < warmup_ms:
+            warm_ms += one_call()
+            warm_n += 1
+            if warm_n >= warmup_calls and time.monotonic() - wall0 > _WARMUP_WALL_LIMIT_S:
+                break
+
+        samples: list[float] = []
+        total = 0.0
+        while len(samples) < min_calls or (total < min_ms and len(samples) < max_calls):
+            ms = one_call()
+            samples.append(ms)
+            total += ms
+
+    del flush_buf
+    return summarize(samples, warmup_count=warm_n, l2_flush_bytes=flush_bytes)
+
+
+def timing_defaults() -> dict[str, Any]:
+    """`time_callable`'s keyword defaults (what a bench uses unless told otherwise)."""
+    import inspect
+
+    params = inspect.signature(time_callable).parameters.values()
+    return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY and p.name != "device"}
+
+
+def child_time(args: dict[str, Any]) -> dict[str, Any]:
+    """Body of the isolated child (`CHILD_MODES["time"]`): time the candidate and the baselines.
+
+    args: problem (Problem as JSON), candidate (Candidate as JSON), baselines
+    (list of names), seed, timing (keyword arguments of `time_callable`).
+    Returns {"device": str, "env": dict, "timings": {label: Timing as JSON}}.
+    A candidate that fails raises (the parent reports the candidate as failed);
+    a baseline that fails is recorded in its Timing.error.
+    """
+    from kernelopt.harness import binding
+    from kernelopt.harness.envinfo import collect_env
+    from kernelopt.models.harness import Candidate, Problem
+
+    require_cuda("bench")
+    problem = Problem.model_validate(args["problem"])
+    candidate = Candidate.model_validate(args["candidate"])
+    timing_opts = dict(args.get("timing") or {})
+    seed = int(args.get("seed", 0))
+    prepared = binding.prepare(problem, candidate, device="cuda", seed=seed)
+
+    timings = time_all(prepared, list(args.get("baselines") or []), seed=seed, timer=_timer(timing_opts))
+    env = collect_env(tools=False)
+    return {
+        "device": env.gpus[0].name if env.gpus else "cuda",
+        "env": env.model_dump(mode="json"),
+        "timings": {label: t.model_dump(mode="json") for label, t in timings.items()},
+    }
+
+
+def _timer(opts: dict[str, Any]) -> Callable[[Callable[[], Any]], TimingStats]:
+    return lambda fn: time_callable(fn, **opts)
+
+
+def time_all(
+    prepared: Any,
+    baselines: Sequence[str],
+    *,
+    seed: int,
+    timer: Callable[[Callable[[], Any]], TimingStats],
+) -> dict[str, Timing]:
+    """Time the candidate, then each baseline, on the same inputs with the same `timer`.
+
+    `prepared` is a `kernelopt.harness.binding.Prepared`. The candidate goes first
+    so a broken candidate fails before minutes of baseline compilation; its failure
+    raises ChildError("compile"|"runtime"). A baseline's failure is recorded in that
+    baseline's Timing.error.
+    """
+    from kernelopt.harness.baselines import make_baseline
+    from kernelopt.harness.binding import classify_exception, describe_exception
+    from kernelopt.harness.isolate import ChildError
+
+    inputs = prepared.make_inputs(seed)
+    out: dict[str, Timing] = {}
+    try:
+        out["candidate"] = Timing(label="candidate", stats=timer(prepared.bound_call("candidate", inputs)))
+    except Exception as exc:  # noqa: BLE001 - untrusted candidate
+        raise ChildError(classify_exception(exc), f"while timing: {describe_exception(exc)}") from exc
+    for name in baselines:
+        try:
+            out[name] = Timing(label=name, stats=timer(make_baseline(name, prepared, inputs)))
+        except Exception as exc:  # noqa: BLE001 - e.g. torch.compile cannot handle the model
+            out[name] = Timing(label=name, error=describe_exception(exc, limit=300))
+    return out

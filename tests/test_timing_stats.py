@@ -1,0 +1,178 @@
+"""Timing statistics, the time_all orchestration (on CPU with a wall-clock timer) and
+the parent's handling of the child's answer."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelopt.errors import BadInput, CandidateFailed, MissingRequirement
+from kernelopt.harness.isolate import ChildError, ChildResult
+from kernelopt.harness.timing import METHOD, speedup, summarize, time_all, time_callable, timing_defaults
+from kernelopt.models.harness import Timing, TimingStats
+
+FIX = Path(__file__).parent / "fixtures" / "timing"
+
+
+def test_summarize_matches_numpy():
+    rng = random.Random(7)
+    values = [rng.lognormvariate(0.0, 0.3) for _ in range(101)]
+    s = summarize(values, warmup_count=4, l2_flush_bytes=1 << 20)
+    arr = np.array(values)
+    assert s.median_ms == pytest.approx(float(np.median(arr)))
+    assert s.mean_ms == pytest.approx(float(arr.mean()))
+    assert s.min_ms == min(values) and s.max_ms == max(values)
+    q1, q3 = np.percentile(arr, [25, 75])
+    assert s.iqr_ms == pytest.approx(float(q3 - q1))
+    assert s.cv == pytest.approx(float(arr.std(ddof=1) / arr.mean()))
+    assert (s.count, s.warmup_count, s.l2_flush_bytes, s.method) == (101, 4, 1 << 20, METHOD)
+
+
+def test_summarize_even_count_and_single_sample():
+    s = summarize([4.0, 1.0, 3.0, 2.0])
+    assert s.median_ms == 2.5 and s.iqr_ms == pytest.approx(float(np.subtract(*np.percentile([1, 2, 3, 4], [75, 25]))))
+    one = summarize([0.5])
+    assert (one.median_ms, one.iqr_ms, one.cv, one.count) == (0.5, 0.0, 0.0, 1)
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")], [1.0, -0.1], [float("inf")]])
+def test_summarize_rejects_bad_samples(bad):
+    with pytest.raises(ValueError):
+        summarize(bad)
+
+
+def test_speedup_is_baseline_over_candidate():
+    cand, base = summarize([1.0, 1.0, 1.0]), summarize([3.0, 3.0, 3.0])
+    assert speedup(base, cand) == pytest.approx(3.0)
+    assert speedup(None, cand) is None and speedup(base, None) is None
+
+
+def test_defaults_follow_the_method():
+    d = timing_defaults()
+    assert d["warmup_ms"] >= 25 and d["warmup_calls"] >= 3 and d["min_ms"] >= 100 and d["min_calls"] >= 10
+    assert d["flush_l2"] is True
+
+
+def test_time_callable_needs_cuda():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present; tests/gpu/test_timing.py covers it")
+    calls = []
+    with pytest.raises(MissingRequirement, match="no CUDA GPU"):
+        time_callable(lambda: calls.append(1))
+    assert calls == []
+
+
+def _wall_timer(fn):
+    """A CPU stand-in for time_callable: real wall-clock samples of `fn`."""
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return summarize(samples)
+
+
+def _prepared(kernel: str):
+    from kernelopt.harness.binding import prepare
+    from kernelopt.problem import load_candidate, load_problem
+
+    problem = load_problem(FIX / "problem.py", {"N": "256"})
+    return prepare(problem, load_candidate(FIX / kernel), device="cpu", seed=0)
+
+
+def test_time_all_times_candidate_and_eager_on_the_same_inputs():
+    prepared = _prepared("kernel.py")
+    seen = []
+    real_bound = prepared.bound_call
+
+    def spy(which, inputs):
+        seen.append((which, inputs[0].data_ptr(), tuple(inputs[0].shape)))
+        return real_bound(which, inputs)
+
+    prepared.bound_call = spy
+    out = time_all(prepared, ["eager"], seed=0, timer=_wall_timer)
+    assert list(out) == ["candidate", "eager"]
+    assert all(t.stats is not None and t.stats.count == 5 and t.error is None for t in out.values())
+    assert [w for w, _, _ in seen] == ["candidate", "reference"]
+    assert seen[0][1:] == seen[1][1:] and seen[0][2] == (256,)
+
+
+def test_time_all_failing_candidate_raises_child_error():
+    prepared = _prepared("kernel_raises.py")
+    with pytest.raises(ChildError) as info:
+        time_all(prepared, ["eager"], seed=0, timer=_wall_timer)
+    assert info.value.kind == "runtime" and "deliberate failure" in str(info.value)
+
+
+def test_time_all_failing_baseline_is_recorded_not_fatal(monkeypatch):
+    import torch
+
+    def broken_compile(model, *a, **k):
+        raise RuntimeError("compile backend unavailable")
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    out = time_all(_prepared("kernel.py"), ["compile", "eager"], seed=0, timer=_wall_timer)
+    assert out["compile"].stats is None and "compile backend unavailable" in out["compile"].error
+    assert out["candidate"].stats is not None and out["eager"].stats is not None
+
+
+def _problem_and_candidate():
+    from kernelopt.problem import load_candidate, load_problem
+
+    return load_problem(FIX / "problem.py"), load_candidate(FIX / "kernel.py")
+
+
+def test_result_from_child_computes_speedups():
+    from kernelopt.harness.bench import result_from_child
+
+    problem, cand = _problem_and_candidate()
+    stats = {"candidate": summarize([2.0, 2.2, 1.8]), "eager": summarize([4.0, 4.4, 3.6])}
+    value = {
+        "device": "test-device",
+        "env": {},
+        "timings": {
+            **{k: Timing(label=k, stats=v).model_dump(mode="json") for k, v in stats.items()},
+            "compile": Timing(label="compile", error="boom").model_dump(mode="json"),
+        },
+    }
+    r = result_from_child(ChildResult(ok=True, value=value), problem, cand, options={"seed": 3})
+    assert r.speedups == {"eager": pytest.approx(2.0)}
+    assert r.timings["compile"].error == "boom" and r.options == {"seed": 3}
+    assert isinstance(r.timings["candidate"].stats, TimingStats)
+
+
+@pytest.mark.parametrize(
+    "res, exc, text",
+    [
+        (ChildResult(ok=False, error_kind="timeout", message="did not finish within 5 s"), CandidateFailed, "5 s"),
+        (ChildResult(ok=False, error_kind="crash", message="child process died with SIGSEGV"), CandidateFailed, "SIGSEGV"),
+        (ChildResult(ok=False, error_kind="compile", message="bad kernel"), CandidateFailed, "compile: bad kernel"),
+        (ChildResult(ok=False, error_kind="bad_input", message="p.py: get_inputs() failed"), BadInput, "get_inputs"),
+        (
+            ChildResult(ok=False, error_kind="runtime", message="MissingRequirement: no CUDA GPU is available"),
+            MissingRequirement,
+            "no CUDA GPU",
+        ),
+    ],
+)
+def test_result_from_child_failures(res, exc, text):
+    from kernelopt.harness.bench import result_from_child
+
+    problem, cand = _problem_and_candidate()
+    with pytest.raises(exc, match=text):
+        result_from_child(res, problem, cand)
+
+
+def test_parse_baselines():
+    from kernelopt.harness.baselines import parse_baselines
+
+    assert parse_baselines("eager,compile") == ("eager", "compile")
+    assert parse_baselines(" compile , eager,compile") == ("compile", "eager")
+    assert parse_baselines("none") == () and parse_baselines("") == ()
+    with pytest.raises(BadInput, match="unknown baseline 'inductor'"):
+        parse_baselines("eager,inductor")
