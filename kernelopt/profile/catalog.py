@@ -180,7 +180,8 @@ def convert(value: float | str | None, from_unit: str | None, to_unit: str) -> f
     src, dst = _scale(from_unit), _scale(to_unit)
     if src is None or dst is None or src[0] != dst[0]:
         return value
-    return value * src[1] / dst[1]
+    # 12 significant digits: 45.952 us must read 45952 ns, not 45951.99999999999
+    return float(f"{value * src[1] / dst[1]:.12g}")
 
 
 # ---------------------------------------------------------------- formulas (no eval)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ def read_ncu_csv(text: str, path: str | Path = "<csv>") -> list[RawKernel]:
             )
         )
     if not kernels:
-        raise BadInput(f"{path}: the CSV holds no kernel rows (was any kernel profiled?)")
+        raise BadInput(f"{path}: the CSV holds no kernel rows (no kernel profiled, or a truncated file?)")
     return kernels
 
 
@@ -136,6 +137,22 @@ def _short_name(name: str) -> str:
 
 _MSG_TYPES = {0: "INF", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}  # ncu shows MsgType OK as INF
 _SPEEDUP_TYPES = {1: "local", 2: "global"}
+
+
+_LINK_MARKUP = re.compile(r"@(section|url):([^@]*)@")
+
+
+def clean_rule_text(text: str) -> str:
+    """ncu's '@section:Id:Label@' -> 'Label', '@url:Label:https://...@' -> '[Label](https://...)'."""
+
+    def repl(m: re.Match[str]) -> str:
+        kind, body = m.groups()
+        if kind == "section":
+            return body.split(":", 1)[-1]
+        label, _, url = body.partition(":")
+        return f"[{label}]({url})" if url else label
+
+    return _LINK_MARKUP.sub(repl, text)
 
 
 def read_ncu_rep(path: str | Path) -> list[RawKernel]:
@@ -183,7 +200,7 @@ def read_ncu_rep(path: str | Path) -> list[RawKernel]:
                 )
             )
     if not kernels:
-        raise BadInput(f"{path}: the report holds no profiled kernel")
+        raise BadInput(f"{path}: the report holds no profiled kernel (empty or truncated report?)")
     return kernels
 
 
@@ -191,7 +208,7 @@ def _rule(d: dict[str, Any]) -> RuleResult:
     msg = d.get("rule_message") or {}
     speedup = d.get("speedup_estimation") or {}
     title = msg.get("title") or ""
-    text = " ".join(str(msg.get("message", "")).split())
+    text = clean_rule_text(" ".join(str(msg.get("message", "")).split()))
     return RuleResult(
         rule=str(d.get("rule_identifier") or d.get("name") or "?"),
         section=d.get("section_identifier"),

@@ -1,0 +1,228 @@
+"""Device ceilings and the roofline distance of a profiled kernel.
+
+Two sources of ceilings: the datasheet table `knowledge/devices.yaml` (published
+peaks, each row citing its source) and `measure_ceilings()`, which measures the
+achievable DRAM bandwidth (a large device-to-device copy) and matmul rates once per
+device and driver and caches them under the user's cache directory. The roofline
+prefers measured ceilings and says which it used.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from kernelopt.errors import BadInput
+from kernelopt.models.common import Model
+from kernelopt.models.metrics import Metrics, Roofline
+
+PRECISIONS = ("fp32", "fp64", "fp64_tensor", "tf32_tensor", "bf16_tensor", "fp16_tensor")
+# catalog FLOP-count key -> the ceiling it is compared against. FP16 non-tensor FLOPs
+# are reported but not placed on the roofline: datasheets publish no such peak.
+FLOP_KEYS = {"flop_count_fp32": "fp32", "flop_count_fp64": "fp64"}
+COPY_BYTES = 1 << 30  # large enough to defeat any L2 (60 MiB on H200)
+MATMUL_N = 8192
+
+
+class DeviceSpec(Model):
+    name: str
+    match: list[str]
+    sm_count: int | None = None
+    dram_bytes_per_s: float | None = None
+    l2_bytes: int | None = None
+    flops: dict[str, float | None] = Field(default_factory=dict, description="peak FLOP/s by precision")
+    source: str
+
+
+class Ceilings(Model):
+    """Measured achievable rates of one device (bytes/s, FLOP/s)."""
+
+    device: str
+    driver: str | None = None
+    dram_bytes_per_s: float
+    flops: dict[str, float] = Field(default_factory=dict)
+    method: dict[str, Any] = Field(default_factory=dict)
+    measured_at: str
+
+
+@functools.lru_cache(maxsize=None)
+def known_devices() -> tuple[DeviceSpec, ...]:
+    from kernelopt.resources import data_dir
+    from kernelopt.yamlio import load_yaml, pydantic_errors
+
+    doc = load_yaml(data_dir("knowledge") / "devices.yaml")
+    rows = doc.data.get("devices") if isinstance(doc.data, dict) else None
+    if not isinstance(rows, list):
+        raise BadInput(f"{doc.path}: expected a top-level 'devices:' list")
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(DeviceSpec.model_validate(row))
+        except ValidationError as exc:
+            raise BadInput(pydantic_errors(doc, exc, base=("devices", i))[0]) from None
+    return tuple(out)
+
+
+def lookup_device(name: str | None) -> DeviceSpec | None:
+    """The datasheet row for a device name as torch/ncu report it, e.g. 'NVIDIA H100 80GB HBM3'."""
+    if not name:
+        return None
+    low = name.lower()
+    return next((d for d in known_devices() if all(m in low for m in d.match)), None)
+
+
+# ---------------------------------------------------------------- measured ceilings
+
+def cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernelopt" / "ceilings.json"
+
+
+def _cache_key(device: str, driver: str | None) -> str:
+    return f"{device}|{driver or '?'}"
+
+
+def cached_ceilings(device: str | None, driver: str | None = None) -> Ceilings | None:
+    """Measured ceilings for `device` (and `driver` when given) from the cache, if any."""
+    if not device:
+        return None
+    path = cache_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    entries = [data.get(_cache_key(device, driver))] if driver else [
+        v for k, v in data.items() if k.split("|", 1)[0] == device
+    ]
+    for entry in entries:
+        try:
+            return Ceilings.model_validate(entry)
+        except ValidationError:
+            continue
+    return None
+
+
+def measure_ceilings(*, refresh: bool = False) -> Ceilings:
+    """Measure achievable DRAM bandwidth and matmul rates on the current GPU, once; cache them.
+
+    Bandwidth: a 1 GiB device-to-device copy, counted as bytes read + written.
+    FP32: an 8192^3 matmul with TF32 off (the FP32 pipe); BF16: the same in bf16
+    (tensor cores). Timed with `kernelopt.harness.timing.time_callable` (median).
+    """
+    import datetime
+
+    import torch
+
+    from kernelopt.harness.envinfo import collect_env
+    from kernelopt.harness.timing import require_cuda, time_callable
+
+    require_cuda("measuring device ceilings")
+    env = collect_env(tools=False)
+    device = torch.cuda.get_device_name()
+    if not refresh:
+        hit = cached_ceilings(device, env.driver)
+        if hit is not None:
+            return hit
+    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy = time_callable(lambda: dst.copy_(src), flush_l2=False)
+    del src, dst
+    flops: dict[str, float] = {}
+    method: dict[str, Any] = {"copy_bytes": COPY_BYTES, "copy_ms": copy.median_ms, "matmul_n": MATMUL_N}
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for precision, dtype, tf32 in (("fp32", torch.float32, False), ("bf16_tensor", torch.bfloat16, False)):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            a = torch.randn(MATMUL_N, MATMUL_N, device="cuda", dtype=dtype)
+            b = torch.randn(MATMUL_N, MATMUL_N, device="cuda", dtype=dtype)
+            stats = time_callable(lambda: a @ b, flush_l2=False)
+            flops[precision] = 2.0 * MATMUL_N**3 / (stats.median_ms * 1e-3)
+            method[f"matmul_{precision}_ms"] = stats.median_ms
+            del a, b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+    result = Ceilings(
+        device=device,
+        driver=env.driver,
+        dram_bytes_per_s=2.0 * COPY_BYTES / (copy.median_ms * 1e-3),
+        flops=flops,
+        method=method,
+        measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+    _store(result)
+    return result
+
+
+def _store(ceilings: Ceilings) -> None:
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, json.JSONDecodeError):
+        data = {}
+    data[_cache_key(ceilings.device, ceilings.driver)] = ceilings.model_dump(mode="json")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------- roofline
+
+def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
+    """Achieved DRAM bytes/s and FLOP/s of the profiled kernels as fractions of the ceilings.
+
+    Uses the combined view (all kernels: total bytes and FLOPs over total duration).
+    Measured ceilings are used when cached for this device, else the datasheet row.
+    """
+    device = device or metrics.device
+    values = metrics.values()
+    duration_ns = values.get("duration_ns")
+    if not device or not duration_ns:
+        return None
+    measured = cached_ceilings(device)
+    spec = lookup_device(device)
+    if measured is None and spec is None:
+        return None
+    seconds = duration_ns * 1e-9
+    peak_bw = measured.dram_bytes_per_s if measured else spec.dram_bytes_per_s  # type: ignore[union-attr]
+    out = Roofline(device=device, measured=measured is not None, peak_dram_bytes_per_s=peak_bw)
+    if "dram_bytes" in values or "dram_bytes_per_second" in values:
+        # dram_bytes_per_second's combined view is duration-weighted: total bytes / total time
+        out.achieved_bytes_per_s = (
+            values["dram_bytes"] / seconds if "dram_bytes" in values else values["dram_bytes_per_second"]
+        )
+        if peak_bw:
+            out.dram_fraction = out.achieved_bytes_per_s / peak_bw
+    counts = {FLOP_KEYS[k]: v for k, v in values.items() if k in FLOP_KEYS and v}
+    if counts:
+        precision = max(counts, key=lambda p: counts[p])
+        out.precision = precision
+        out.achieved_flops_per_s = counts[precision] / seconds
+        peak = (measured.flops.get(precision) if measured else None) or (spec.flops.get(precision) if spec else None)
+        out.peak_flops_per_s = peak
+        if peak:
+            out.compute_fraction = out.achieved_flops_per_s / peak
+    return out
+
+
+def attach_roofline(metrics: Metrics) -> Metrics:
+    """Set `metrics.roofline` and the catalog keys dram_/compute_roofline_fraction."""
+    roof = roofline(metrics)
+    if roof is None:
+        return metrics
+    metrics.roofline = roof
+    which = "measured ceilings (kernelopt env --measure)" if roof.measured else "datasheet peaks"
+    metrics.notes.append(f"roofline fractions are relative to {which} of {roof.device}")
+    for key, value in (("dram_roofline_fraction", roof.dram_fraction), ("compute_roofline_fraction", roof.compute_fraction)):
+        if value is not None and metrics.combined is not None:
+            metrics.combined[key] = value
+    return metrics
