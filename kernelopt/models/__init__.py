@@ -2,6 +2,14 @@
 
 from kernelopt.models.common import BACKENDS, CATEGORIES, Backend, Category, DType, Model
 from kernelopt.models.diagnosis import Bottleneck, Diagnosis, Evidence
+from kernelopt.models.experience import (
+    ExperienceAnswer,
+    ExperienceRecord,
+    ExperienceStats,
+    KnownFailure,
+    SearchHit,
+    Situation,
+)
 from kernelopt.models.harness import (
     BenchResult,
     Candidate,
@@ -15,14 +23,15 @@ from kernelopt.models.harness import (
 )
 from kernelopt.models.metrics import KernelMetrics, Metrics, MetricValue, Roofline, RuleResult, StaticResources
 from kernelopt.models.recommendation import Recommendation
-from kernelopt.models.strategy import Knob, Override, PackInfo, Strategy, StrategyPack, StrategySet
+from kernelopt.models.strategy import Knob, Override, PackCheck, PackInfo, Strategy, StrategyPack, StrategySet
 
 __all__ = [
     "BACKENDS", "CATEGORIES", "Backend", "Category", "DType", "Model",
     "Bottleneck", "Diagnosis", "Evidence",
+    "ExperienceAnswer", "ExperienceRecord", "ExperienceStats", "KnownFailure", "SearchHit", "Situation",
     "BenchResult", "Candidate", "FailureReason", "OutputCheck", "Problem", "Timing", "TimingStats", "Trial",
     "Verification",
     "KernelMetrics", "Metrics", "MetricValue", "Roofline", "RuleResult", "StaticResources",
     "Recommendation",
-    "Knob", "Override", "PackInfo", "Strategy", "StrategyPack", "StrategySet",
+    "Knob", "Override", "PackCheck", "PackInfo", "Strategy", "StrategyPack", "StrategySet",
 ]

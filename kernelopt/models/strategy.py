@@ -136,3 +136,14 @@ class StrategySet(Model):
     strategies: dict[str, Strategy] = Field(default_factory=dict)
     overrides: list[Override] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+
+
+class PackCheck(Model):
+    """Result of validating one pack file (`kernelopt strategies validate`)."""
+
+    path: str
+    ok: bool
+    pack: str | None = None
+    strategies: int = 0
+    errors: list[str] = Field(default_factory=list, description="'file:line: field: message'")
+    warnings: list[str] = Field(default_factory=list)

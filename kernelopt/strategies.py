@@ -1,0 +1,334 @@
+"""Strategy packs: load, validate, override, and recommend from a Diagnosis.
+
+Packs load in this order, a later pack overriding an earlier one's strategy by id
+(every override is recorded in `StrategySet.overrides`):
+
+1. the built-in packs (`strategies/*.yaml` in a checkout, package data in a wheel);
+2. files and directories listed in `KERNELOPT_STRATEGY_PATH` (os.pathsep-separated);
+3. entry points of the group `kernelopt.strategies` (sorted by name). The loaded
+   object is a path (str/Path) to a YAML file or a directory of them, a list of
+   paths, or a zero-argument callable returning one of those.
+
+`when` and `avoid_when` are conditions over metric catalog keys, compiled and
+evaluated by `kernelopt.conditions` (the one safe evaluator); the prose side of an
+anti-pattern lives in `pitfall`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from kernelopt.errors import BadInput
+from kernelopt.models.diagnosis import Bottleneck, Diagnosis
+from kernelopt.models.metrics import Metrics
+from kernelopt.models.recommendation import Recommendation
+from kernelopt.models.strategy import Override, PackCheck, Strategy, StrategyPack, StrategySet
+
+ENV_PATH = "KERNELOPT_STRATEGY_PATH"
+ENTRY_POINT_GROUP = "kernelopt.strategies"
+PACK_SUFFIXES = (".yaml", ".yml")
+
+
+def metric_keys() -> frozenset[str]:
+    """Metric keys a condition may name: the profiler's catalog (knowledge/metrics.yaml)."""
+    from kernelopt.profile.catalog import load_catalog
+
+    return frozenset(load_catalog().by_key)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _check_conditions(strategy: Strategy, index: int, doc: Any, keys: frozenset[str]) -> list[str]:
+    from kernelopt.conditions import ConditionError, compile_condition
+
+    errors = []
+    for field in ("when", "avoid_when"):
+        text = getattr(strategy, field)
+        if text is None:
+            continue
+        try:
+            compile_condition(text, known=keys)
+        except ConditionError as exc:
+            errors.append(f"{doc.where(('strategies', index, field))}: strategies.{index}.{field}: {exc}")
+    return errors
+
+
+def check_pack(path: str | Path, origin: str = "path") -> tuple[StrategyPack | None, PackCheck]:
+    """Validate one pack file: schema, unique kebab-case ids, conditions and their metric keys."""
+    from pydantic import ValidationError
+
+    from kernelopt.yamlio import load_yaml, pydantic_errors
+
+    path = Path(path)
+    report = PackCheck(path=str(path), ok=False)
+    try:
+        doc = load_yaml(path)
+    except BadInput as exc:
+        report.errors.append(str(exc))
+        return None, report
+    if not isinstance(doc.data, dict):
+        report.errors.append(f"{doc.where(())}: (document): a pack is a mapping with `pack` and `strategies`")
+        return None, report
+    try:
+        pack = StrategyPack.model_validate(doc.data)
+    except ValidationError as exc:
+        report.errors.extend(pydantic_errors(doc, exc))
+        return None, report
+    keys = metric_keys()
+    for index, strategy in enumerate(pack.strategies):
+        report.errors.extend(_check_conditions(strategy, index, doc, keys))
+        strategy.pack = pack.pack.name
+    if not pack.strategies:
+        report.warnings.append(f"{doc.where(())}: pack {pack.pack.name!r} has no strategies")
+    pack.origin = origin
+    pack.path = str(path)
+    report.pack = pack.pack.name
+    report.strategies = len(pack.strategies)
+    report.ok = not report.errors
+    return (pack if report.ok else None), report
+
+
+def load_pack(path: str | Path, origin: str = "path") -> StrategyPack:
+    """Load one pack; BadInput (exit 2) names file, line and field of the first error."""
+    pack, report = check_pack(path, origin)
+    if pack is None:
+        more = f" (and {len(report.errors) - 1} more: kernelopt strategies validate {path})" if len(report.errors) > 1 else ""
+        raise BadInput(report.errors[0] + more)
+    return pack
+
+
+def _pack_files(path: Path, source: str) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in PACK_SUFFIXES and p.is_file())
+    if path.is_file():
+        return [path]
+    raise BadInput(f"{source}: {path}: no such file or directory")
+
+
+def builtin_pack_files() -> list[Path]:
+    from kernelopt.resources import data_dir
+
+    return _pack_files(data_dir("strategies"), "built-in strategies")
+
+
+def env_pack_files() -> list[Path]:
+    value = os.environ.get(ENV_PATH, "")
+    return [f for entry in value.split(os.pathsep) if entry.strip() for f in _pack_files(Path(entry), ENV_PATH)]
+
+
+def entry_point_pack_files() -> list[tuple[str, Path]]:
+    """(entry point name, file) for every pack that installed distributions expose."""
+    from importlib.metadata import entry_points
+
+    out: list[tuple[str, Path]] = []
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        source = f"entry point {ep.name!r} ({ep.value})"
+        try:
+            target: Any = ep.load()
+            if callable(target):
+                target = target()
+        except Exception as exc:  # third-party code: report whatever it raised as bad input
+            raise BadInput(f"{source}: failed to load: {type(exc).__name__}: {exc}") from None
+        targets = target if isinstance(target, (list, tuple)) else [target]
+        for t in targets:
+            if not isinstance(t, (str, os.PathLike)):
+                raise BadInput(f"{source}: returned {type(t).__name__}, expected a path to a YAML pack or directory")
+            out.extend((ep.name, f) for f in _pack_files(Path(t), source))
+    return out
+
+
+def load_strategies(*, builtin: bool = True, env: bool = True, entry_points: bool = True) -> StrategySet:
+    """Every pack in load order; a later strategy with the same id overrides (and is reported)."""
+    sources: list[tuple[str, Path]] = []
+    if builtin:
+        sources += [("builtin", p) for p in builtin_pack_files()]
+    if env:
+        sources += [("path", p) for p in env_pack_files()]
+    if entry_points:
+        sources += [(f"entry-point:{name}", p) for name, p in entry_point_pack_files()]
+    result = StrategySet()
+    for origin, path in sources:
+        pack = load_pack(path, origin)
+        result.packs.append(pack)
+        for strategy in pack.strategies:
+            old = result.strategies.get(strategy.id)
+            if old is not None:
+                old_pack = next(p for p in result.packs if p.pack.name == old.pack)
+                ov = Override(
+                    strategy=strategy.id,
+                    old_pack=old.pack or "?",
+                    new_pack=pack.pack.name,
+                    old_path=old_pack.path,
+                    new_path=pack.path,
+                )
+                result.overrides.append(ov)
+                result.warnings.append(
+                    f"strategy {ov.strategy!r} of pack {ov.old_pack!r} overridden by pack {ov.new_pack!r} ({ov.new_path})"
+                )
+            result.strategies[strategy.id] = strategy
+    return result
+
+
+def validate_packs(paths: Iterable[str | Path]) -> list[PackCheck]:
+    """Validate pack files (directories expand to their *.yaml files); never raises on a bad pack."""
+    reports = []
+    for p in paths:
+        p = Path(p)
+        files = _pack_files(p, "validate") if p.exists() else [p]
+        if p.is_dir() and not files:
+            reports.append(PackCheck(path=str(p), ok=False, errors=[f"{p}: no *.yaml packs in this directory"]))
+        reports.extend(check_pack(f)[1] for f in files)
+    return reports
+
+
+def select(
+    strategies: StrategySet, backend: str | None = None, category: str | None = None
+) -> list[Strategy]:
+    """Strategies for a backend (its own plus `any`) and/or a category, sorted by id."""
+    out = []
+    for s in strategies.strategies.values():
+        if backend is not None and s.backend not in (backend, "any"):
+            continue
+        if category is not None and category not in s.categories:
+            continue
+        out.append(s)
+    return sorted(out, key=lambda s: s.id)
+
+
+def list_strategies(backend: str | None = None, category: str | None = None) -> tuple[list[Strategy], StrategySet]:
+    loaded = load_strategies()
+    return select(loaded, backend, category), loaded
+
+
+def get_strategy(strategy_id: str) -> Strategy:
+    loaded = load_strategies()
+    try:
+        return loaded.strategies[strategy_id]
+    except KeyError:
+        import difflib
+
+        close = difflib.get_close_matches(strategy_id, list(loaded.strategies), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise BadInput(f"strategy {strategy_id!r}: not found in any loaded pack{hint}") from None
+
+
+# ----------------------------------------------------------------------------- recommending
+
+# Score = confidence / (1 + rank) times these factors; `parts` on each Recommendation shows them.
+RULE_BOOST = 1.5  # the diagnosis rule named this strategy
+SUBCAUSE_MATCH = 1.3  # the strategy lists the diagnosed subcause
+SUBCAUSE_OTHER = 0.8  # the strategy targets other subcauses of this category
+WHEN_UNKNOWN = 0.8  # its precondition could not be checked (metrics missing)
+
+
+def _metric_values(metrics: Metrics | dict[str, float] | None) -> dict[str, float] | None:
+    if metrics is None:
+        return None
+    if isinstance(metrics, Metrics):
+        return metrics.values()
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+
+
+def _evaluate(text: str, values: dict[str, float] | None) -> tuple[bool | None, str]:
+    """(result, explanation): None when metrics are absent or a key it reads is missing."""
+    from kernelopt.conditions import compile_condition
+
+    cond = compile_condition(text)
+    if values is None:
+        return None, f"not checked, no metrics ({', '.join(sorted(cond.names))})"
+    result = cond.evaluate(values)
+    if result is None:
+        return None, f"not checked, missing {', '.join(cond.missing(values))}"
+    facts = ", ".join(f"{e.key}={e.value:g} {e.op} {e.threshold:g}" for e in cond.evidence(values)
+                      if e.value is not None and e.threshold is not None)
+    return result, facts
+
+
+def _bottlenecks(diagnosis: Diagnosis) -> list[Bottleneck]:
+    ranked = list(diagnosis.bottlenecks)
+    if diagnosis.primary is not None and diagnosis.primary not in ranked:
+        ranked.insert(0, diagnosis.primary)
+    return ranked
+
+
+def _score(
+    strategy: Strategy, b: Bottleneck, rank: int, values: dict[str, float] | None
+) -> tuple[float, dict[str, float], list[str]] | None:
+    """Score of `strategy` for bottleneck `b`, or None when a condition excludes it."""
+    parts: dict[str, float] = {"confidence": b.confidence, "rank": 1.0 / (1 + rank)}
+    reasons = [f"addresses {b.category}" + (f"/{b.subcause}" if b.subcause else "") + f" (bottleneck #{rank + 1}, confidence {b.confidence:.2f})"]
+    if strategy.id in b.strategies:
+        parts["rule"] = RULE_BOOST
+        reasons.append(f"named by rule {b.rule_id}")
+    if b.subcause and strategy.subcauses:
+        if b.subcause in strategy.subcauses:
+            parts["subcause"] = SUBCAUSE_MATCH
+            reasons.append(f"targets subcause {b.subcause}")
+        else:
+            parts["subcause"] = SUBCAUSE_OTHER
+    if strategy.when:
+        held, why = _evaluate(strategy.when, values)
+        if held is False:
+            return None
+        if held is None:
+            parts["when"] = WHEN_UNKNOWN
+            reasons.append(f"`when: {strategy.when}` {why}")
+        else:
+            reasons.append(f"`when` holds ({why or strategy.when})")
+    if strategy.avoid_when:
+        hurts, why = _evaluate(strategy.avoid_when, values)
+        if hurts is True:
+            return None
+        if hurts is None:
+            reasons.append(f"`avoid_when: {strategy.avoid_when}` {why}")
+    score = 1.0
+    for v in parts.values():
+        score *= v
+    return score, parts, reasons
+
+
+def recommend_strategies(
+    diagnosis: Diagnosis,
+    backend: str,
+    metrics: Metrics | dict[str, float] | None = None,
+    *,
+    strategies: StrategySet | None = None,
+    anti_patterns: bool = False,
+) -> list[Recommendation]:
+    """Strategies that address the diagnosed bottlenecks, ranked, each with its reason.
+
+    A strategy qualifies for a bottleneck when its backend matches (or is `any`) and it
+    lists the bottleneck's category, or the diagnosis rule names it. It is dropped when
+    its `when` is false or its `avoid_when` is true; a condition that cannot be checked
+    (no metrics, or a key missing) keeps it, says so in the reason and lowers its score.
+    With `anti_patterns=True` the result is instead the anti-pattern entries that apply
+    (warnings: "don't do this here"), scored the same way.
+    """
+    loaded = strategies if strategies is not None else load_strategies()
+    values = _metric_values(metrics)
+    best: dict[str, Recommendation] = {}
+    for rank, b in enumerate(_bottlenecks(diagnosis)):
+        for s in loaded.strategies.values():
+            if s.anti_pattern != anti_patterns or s.backend not in (backend, "any"):
+                continue
+            if b.category not in s.categories and s.id not in b.strategies:
+                continue
+            scored = _score(s, b, rank, values)
+            if scored is None:
+                continue
+            score, parts, reasons = scored
+            if s.id in best and best[s.id].score >= score:
+                continue
+            best[s.id] = Recommendation(
+                strategy=s.id,
+                title=s.title,
+                score=round(score, 6),
+                reason="; ".join(reasons),
+                source="pack",
+                category=b.category,
+                parts=parts,
+            )
+    return sorted(best.values(), key=lambda r: (-r.score, r.strategy))
