@@ -1,0 +1,157 @@
+"""Reading experience from files and flags: kernelopt JSONL and kernel-opt-skill JSON arrays.
+
+Every way into the store (`add` flags, `add --json`, `import`, the seed) goes
+through `record_from_dict`, so labels are normalised in one place
+(`kernelopt.experience.labels`) and unknown fields are kept in the notes, not lost.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kernelopt.errors import BadInput
+from kernelopt.experience.labels import (
+    derive_outcome,
+    normalize_backend,
+    normalize_bottleneck,
+    normalize_outcome,
+    parse_optimization,
+)
+from kernelopt.models.experience import ExperienceRecord
+
+# Other tools' field names -> ours.
+_ALIASES = {
+    "bottleneck_before": "bottleneck",
+    "dominant_stall": "stall",
+    "subcause": "stall",
+    "sub_cause": "stall",
+    "gpu": "device",
+    "arch": "chip",
+    "timestamp": "created_at",
+    "date": "created_at",
+    "strategy": "strategies",
+    "strategy_ids": "strategies",
+    "run_id": "source",
+    "shape": "dims",
+    "shapes": "dims",
+}
+# Deterministic ids for records that came without one: importing the same file twice
+# adds nothing, and the id never depends on the order of the file.
+_NAMESPACE = uuid.UUID("6f1c2f0e-8a51-4c5e-9d0b-6b1e3c9f4a21")
+
+
+def _metrics(value: Any, where: str) -> dict[str, float]:
+    if value in (None, ""):
+        return {}
+    if not isinstance(value, dict):
+        raise BadInput(f"{where}: metrics must be an object of name -> number")
+    out: dict[str, float] = {}
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            try:
+                v = float(str(v).strip().rstrip("%"))
+            except ValueError:
+                continue  # a non-numeric metric (a label) has no place in the numeric subset
+        out[str(k)] = float(v)
+    return out
+
+
+def record_from_dict(data: dict[str, Any], where: str = "record", *, content_id: bool = False) -> ExperienceRecord:
+    """Normalise one record given as a dict (kernelopt's own fields or kernel-opt-skill's).
+
+    A record without an id gets a random UUID, or with `content_id` (files) one derived
+    from its content, so that importing the same file twice adds nothing."""
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict):
+        raise BadInput(f"{where}: expected an object, got {type(data).__name__}")
+    d: dict[str, Any] = {}
+    for k, v in data.items():
+        d[_ALIASES.get(k, k)] = v
+    if "optimization" in d:
+        ids, params = parse_optimization(d.pop("optimization"))
+        d.setdefault("strategies", ids)
+        d["params"] = {**params, **(d.get("params") or {})}
+    if isinstance(d.get("strategies"), str):
+        ids, params = parse_optimization(d["strategies"])
+        d["strategies"], d["params"] = ids, {**params, **(d.get("params") or {})}
+    try:
+        d["bottleneck"] = normalize_bottleneck(d.get("bottleneck"))
+        d["backend"] = normalize_backend(d.get("backend"))
+        d["outcome"] = normalize_outcome(d.get("outcome"))
+    except BadInput as exc:
+        raise BadInput(f"{where}: {exc}") from None
+    for key in ("metrics_before", "metrics_after"):
+        d[key] = _metrics(d.get(key), f"{where}: {key}")
+    for key in ("speedup", "time_before_ms", "time_after_ms"):
+        if d.get(key) in ("", None):
+            d.pop(key, None)
+    if d.get("speedup") is None and d.get("time_before_ms") and d.get("time_after_ms"):
+        d["speedup"] = float(d["time_before_ms"]) / float(d["time_after_ms"])
+    if d.get("outcome") is None:
+        d["outcome"] = derive_outcome(_float(d.get("speedup")), d.get("correct"))
+    for key in ("kernel", "chip", "stall", "notes", "hypothesis", "source", "device", "dtype"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            d[key] = str(d[key])
+    known = set(ExperienceRecord.model_fields)
+    extra = {k: d.pop(k) for k in list(d) if k not in known}
+    if extra:
+        note = "extra: " + json.dumps(extra, sort_keys=True, default=str)
+        d["notes"] = f"{d['notes']} | {note}" if d.get("notes") else note
+    if not d.get("kernel"):
+        raise BadInput(f"{where}: kernel: required (kernel name or op family)")
+    if not d.get("id") and content_id:
+        content = json.dumps({k: v for k, v in sorted(d.items())}, sort_keys=True, default=str)
+        d["id"] = str(uuid.uuid5(_NAMESPACE, content))
+    d = {k: v for k, v in d.items() if v is not None}
+    try:
+        return ExperienceRecord.model_validate(d)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(record)"
+        raise BadInput(f"{where}: {field}: {first['msg']}") from None
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_records(path: str | Path) -> list[ExperienceRecord]:
+    """Records from a kernelopt JSONL file or a JSON array (kernel-opt-skill's log, or ours)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+        return [record_from_dict(item, f"{path}[{i}]", content_id=True) for i, item in enumerate(items)]
+    if stripped.startswith("{"):
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None  # not one object: JSON lines, read below
+        if isinstance(whole, dict):
+            return [record_from_dict(whole, str(path), content_id=True)]
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{path}:{lineno}: malformed JSON line: {exc.msg}") from None
+        out.append(record_from_dict(item, f"{path}:{lineno}", content_id=True))
+    return out

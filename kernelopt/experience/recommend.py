@@ -1,0 +1,292 @@
+"""Ranking strategies for a situation from past outcomes (and the strategy packs).
+
+Each past record gets a relevance to the situation in [0, 1]:
+
+    relevance = 0.45 * semantic + 0.25 * bottleneck + 0.15 * backend + 0.10 * chip family + 0.05 * stall
+
+`semantic` is the cosine similarity of the two situation texts' embeddings (BM25
+relevance, scaled to the best hit, when no model can be loaded); each structured
+term is 1 on a match, 0 on a mismatch and 0.5 when either side does not say. The
+NEIGHBOURS most relevant records vote for the strategies they applied; a record
+whose bottleneck is known and differs from the situation's does not vote (a
+strategy that cured a compute-bound kernel says nothing about a DRAM-bound one):
+
+    score = similarity            best relevance among the strategy's successes
+            * (0.40
+               + 0.25 * success_rate   (successes + 1) / (tries + 2), merged duplicates counted
+               + 0.20 * gain           relevance-weighted mean of log2(speedup) clipped to [0.05, 1];
+                                       a curated success without a measured speedup counts CURATED_GAIN
+               + 0.15 * support)       1 - exp(-sum of successes' relevance / 2)
+          + PACK_WEIGHT * pack         the strategy packs' own score for the diagnosis, scaled to [0, 1]
+
+Strategies that failed (outcome failure/incorrect) in a situation at least
+FAILURE_RELEVANCE relevant are listed as known failures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kernelopt.experience.labels import chip_family
+from kernelopt.models.experience import ExperienceAnswer, KnownFailure, SearchHit, Situation
+from kernelopt.models.recommendation import Recommendation
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kernelopt.experience.embeddings import Embedder
+    from kernelopt.experience.store import ExperienceStore
+
+W_SEMANTIC, W_BOTTLENECK, W_BACKEND, W_CHIP, W_STALL = 0.45, 0.25, 0.15, 0.10, 0.05
+W_BASE, W_SUCCESS, W_GAIN, W_SUPPORT = 0.40, 0.25, 0.20, 0.15
+PACK_WEIGHT = 0.30
+CURATED_GAIN = 0.3
+NEIGHBOURS = 100
+FAILURE_RELEVANCE = 0.6
+
+
+@dataclass
+class Index:
+    """Column arrays over the user's records and the seed (rebuilt when the database changes)."""
+
+    ids: list[str]
+    seed: "np.ndarray"
+    kernel: list[str]
+    backend: "np.ndarray"
+    chip_family: "np.ndarray"
+    bottleneck: "np.ndarray"
+    stall: "np.ndarray"
+    strategies: list[list[str]]
+    outcome: list[str | None]
+    speedup: "np.ndarray"
+    weight: "np.ndarray"
+    situations: list[str]
+    sit_idx: "np.ndarray"
+    _vectors: dict[str, tuple["np.ndarray", "np.ndarray"]] = field(default_factory=dict)
+
+    def vectors(self, store: "ExperienceStore", embedder: "Embedder", lazy_limit: int) -> tuple["np.ndarray", "np.ndarray"]:
+        """(unique-situation matrix, embedded mask) for `embedder`; rows without a vector are zero."""
+        import numpy as np
+
+        cached = self._vectors.get(embedder.name)
+        if cached is not None and bool(cached[1].all()):
+            return cached
+        found = store.embed_texts(self.situations, embedder, limit=lazy_limit)
+        mat = np.zeros((len(self.situations), embedder.dim), dtype=np.float32)
+        mask = np.zeros(len(self.situations), dtype=bool)
+        for i, text in enumerate(self.situations):
+            vec = found.get(text)
+            if vec is not None:
+                mat[i], mask[i] = vec, True
+        self._vectors[embedder.name] = (mat, mask)
+        return mat, mask
+
+
+def build_index(store: "ExperienceStore") -> Index:
+    import json
+
+    import numpy as np
+
+    rows: list[tuple[Any, ...]] = []
+    sql = ("SELECT id, kernel, backend, chip, bottleneck, stall, strategies, outcome, speedup, merged_from, situation "
+           "FROM records WHERE merged_into IS NULL")
+    rows += [(False, *r) for r in store.db.conn.execute(sql)]
+    seed = store._seed()
+    if seed is not None:
+        rows += [(True, *r) for r in seed.db.conn.execute(sql)]
+    situations: dict[str, int] = {}
+    sit_idx = [situations.setdefault(r[11], len(situations)) for r in rows]
+    lower = lambda v: (v or "").strip().lower()  # noqa: E731
+    return Index(
+        ids=[r[1] for r in rows],
+        seed=np.array([r[0] for r in rows], dtype=bool),
+        kernel=[r[2] for r in rows],
+        backend=np.array([r[3] or "" for r in rows], dtype=object),
+        chip_family=np.array([chip_family(r[4]) or "" for r in rows], dtype=object),
+        bottleneck=np.array([r[5] or "" for r in rows], dtype=object),
+        stall=np.array([lower(r[6]) for r in rows], dtype=object),
+        strategies=[json.loads(r[7] or "[]") for r in rows],
+        outcome=[r[8] for r in rows],
+        speedup=np.array([np.nan if r[9] is None else r[9] for r in rows], dtype=np.float64),
+        weight=np.array([1 + len(json.loads(r[10] or "[]")) for r in rows], dtype=np.float64),
+        situations=list(situations),
+        sit_idx=np.array(sit_idx, dtype=np.int64),
+    )
+
+
+def _match(column: "np.ndarray", value: str | None) -> "np.ndarray":
+    """1 where equal, 0 where both known and different, 0.5 where either side is unknown."""
+    import numpy as np
+
+    if not value:
+        return np.full(column.shape[0], 0.5)
+    out = (column == value).astype(np.float64)
+    out[column == ""] = 0.5
+    return out
+
+
+def semantic_scores(store: "ExperienceStore", idx: Index, text: str, notes: list[str]) -> tuple["np.ndarray", str]:
+    """Similarity of `text` to every record's situation: cosine with a model, else BM25."""
+    import numpy as np
+
+    from kernelopt.experience.embeddings import load_embedder
+    from kernelopt.experience.store import LAZY_EMBED_LIMIT
+
+    n = len(idx.ids)
+    embedder = load_embedder()
+    if embedder is not None:
+        mat, mask = idx.vectors(store, embedder, LAZY_EMBED_LIMIT)
+        if not mask.all():
+            notes.append(f"{int((~mask).sum())} situation(s) not embedded yet: run `kernelopt experience reindex`")
+        q = store.embed_texts([text], embedder)[text]
+        return np.clip(mat @ q, 0.0, 1.0)[idx.sit_idx], "embedding"
+    notes.append("no embedding model could be loaded: ranking by BM25 (SQLite FTS5) instead of meaning")
+    lex = dict(store.lexical(text, limit=n or 1))
+    seed = store._seed()
+    if seed is not None:
+        lex.update(seed.lexical(text, limit=n or 1))
+    return np.array([lex.get(i, 0.0) for i in idx.ids], dtype=np.float64), "bm25"
+
+
+def relevance(store: "ExperienceStore", situation: Situation, notes: list[str]) -> tuple[Index, "np.ndarray", "np.ndarray", str]:
+    from kernelopt.experience.store import situation_text
+
+    idx = store.index()
+    text = situation_text(situation.kernel, situation.backend, situation.bottleneck, situation.stall)
+    sem, mode = semantic_scores(store, idx, text, notes)
+    stall = (situation.stall or "").strip().lower() or None
+    rel = (
+        W_SEMANTIC * sem
+        + W_BOTTLENECK * _match(idx.bottleneck, situation.bottleneck)
+        + W_BACKEND * _match(idx.backend, situation.backend)
+        + W_CHIP * _match(idx.chip_family, chip_family(situation.chip))
+        + W_STALL * ((idx.stall == stall).astype(float) if stall else 0.0)
+    )
+    return idx, rel, sem, mode
+
+
+def _gain(speedup: float) -> float:
+    if math.isnan(speedup):
+        return CURATED_GAIN
+    return min(1.0, max(0.05, math.log2(speedup))) if speedup > 1 else 0.05
+
+
+def _pack_recommendations(situation: Situation, notes: list[str]) -> list[Recommendation]:
+    """The strategy packs' recommendations for the situation's bottleneck (none if packs are unavailable)."""
+    if situation.bottleneck is None or situation.backend is None:
+        return []
+    try:
+        from kernelopt.strategies import recommend_strategies
+    except ImportError:
+        notes.append("strategy packs are not available in this install: experience only")
+        return []
+    from kernelopt.models.diagnosis import Bottleneck, Diagnosis
+
+    primary = Bottleneck(
+        category=situation.bottleneck, subcause=situation.stall, confidence=1.0,
+        message="given by the caller", rule_id="experience.situation",
+    )
+    diagnosis = Diagnosis(primary=primary, bottlenecks=[primary], rules_pack="experience", kernel=situation.kernel)
+    return list(recommend_strategies(diagnosis, situation.backend, situation.metrics))
+
+
+def recommend(store: "ExperienceStore", situation: Situation, n: int = 5, *, include_packs: bool = True) -> ExperienceAnswer:
+    import numpy as np
+
+    notes: list[str] = []
+    idx, rel, sem, mode = relevance(store, situation, notes)
+    k = min(NEIGHBOURS, len(idx.ids))
+    top = np.argpartition(-rel, k - 1)[:k] if k else np.array([], dtype=np.int64)
+    succ: dict[str, list[int]] = defaultdict(list)
+    tries: dict[str, float] = defaultdict(float)
+    fails: dict[str, list[int]] = defaultdict(list)
+    for i in top.tolist():
+        if situation.bottleneck and idx.bottleneck[i] and idx.bottleneck[i] != situation.bottleneck:
+            continue
+        for s in idx.strategies[i]:
+            tries[s] += idx.weight[i]
+            if idx.outcome[i] == "success":
+                succ[s].append(i)
+            elif idx.outcome[i] in ("failure", "incorrect"):
+                fails[s].append(i)
+    recs: dict[str, Recommendation] = {}
+    for s, members in succ.items():
+        members.sort(key=lambda i: -rel[i])
+        rels = np.array([rel[i] for i in members])
+        gains = np.array([_gain(idx.speedup[i]) for i in members])
+        wsucc = float(sum(idx.weight[i] for i in members))
+        parts = {
+            "similarity": float(rels[0]),
+            "success_rate": (wsucc + 1.0) / (tries[s] + 2.0),
+            "gain": float((rels * gains).sum() / rels.sum()) if rels.sum() > 0 else 0.0,
+            "support": 1.0 - math.exp(-float((rels * np.array([idx.weight[i] for i in members])).sum()) / 2.0),
+        }
+        score = parts["similarity"] * (W_BASE + W_SUCCESS * parts["success_rate"]
+                                       + W_GAIN * parts["gain"] + W_SUPPORT * parts["support"])
+        best = members[0]
+        sp = idx.speedup[best]
+        where = f"{idx.kernel[best]}" + (f", {idx.bottleneck[best]}" if idx.bottleneck[best] else "")
+        measured = f"{sp:.2f}x" if not math.isnan(sp) else "curated guidance"
+        reason = (f"{len(members)} success(es) of {int(tries[s])} tries in similar situations; "
+                  f"closest: {where} ({measured}, relevance {rel[best]:.2f})")
+        recs[s] = Recommendation(strategy=s, score=round(score, 4), reason=reason, source="experience",
+                                 records=[idx.ids[i] for i in members[:10]],
+                                 parts={k2: round(v, 4) for k2, v in parts.items()})
+    if include_packs:
+        packs = _pack_recommendations(situation, notes)
+        top_pack = max((p.score for p in packs), default=0.0) or 1.0
+        for p in packs:
+            pscore = max(0.0, p.score) / top_pack
+            if p.strategy in recs:
+                r = recs[p.strategy]
+                r.parts["pack"] = round(pscore, 4)
+                r.score = round(r.score + PACK_WEIGHT * pscore, 4)
+                r.source, r.title, r.category = "both", p.title, p.category
+                r.reason = f"{r.reason}; pack: {p.reason}"
+            else:
+                recs[p.strategy] = Recommendation(
+                    strategy=p.strategy, title=p.title, category=p.category, score=round(PACK_WEIGHT * pscore, 4),
+                    reason=f"pack: {p.reason} (no recorded outcome yet)", source="pack", parts={"pack": round(pscore, 4)})
+    ranked = sorted(recs.values(), key=lambda r: (-r.score, r.strategy))[:n]
+    known = []
+    for s, members in fails.items():
+        members = sorted((i for i in members if rel[i] >= FAILURE_RELEVANCE), key=lambda i: -rel[i])
+        if not members:
+            continue
+        counts: dict[str, int] = defaultdict(int)
+        for i in members:
+            counts[str(idx.outcome[i])] += 1
+        speeds = [idx.speedup[i] for i in members if not math.isnan(idx.speedup[i])]
+        worst = min(speeds) if speeds else None
+        known.append(KnownFailure(
+            strategy=s, records=[idx.ids[i] for i in members[:10]], outcomes=dict(counts),
+            worst_speedup=None if worst is None else round(float(worst), 4), similarity=round(float(rel[members[0]]), 4),
+            reason=f"{sum(counts.values())} failed tr{'y' if sum(counts.values()) == 1 else 'ies'} in similar situations; "
+                   f"closest: {idx.kernel[members[0]]}" + (f" ({worst:.2f}x)" if worst is not None else ""),
+        ))
+    known.sort(key=lambda f: (-f.similarity, f.strategy))
+    return ExperienceAnswer(recommendations=ranked, known_failures=known, retrieval=mode, notes=notes)
+
+
+def search(store: "ExperienceStore", query: str, n: int = 10) -> list[SearchHit]:
+    """Records nearest to a free-text query: 0.7 * situation similarity + 0.3 * BM25 over all text."""
+    import numpy as np
+
+    notes: list[str] = []
+    idx = store.index()
+    sem, mode = semantic_scores(store, idx, query, notes)
+    lex = dict(store.lexical(query))
+    seed = store._seed()
+    if seed is not None:
+        lex.update(seed.lexical(query))
+    lexv = np.array([lex.get(i, 0.0) for i in idx.ids], dtype=np.float64)
+    score = lexv if mode == "bm25" else 0.7 * sem + 0.3 * lexv
+    order = [i for i in np.argsort(-score, kind="stable")[:n].tolist() if score[i] > 0]
+    hits = []
+    for i in order:
+        owner = seed if idx.seed[i] and seed is not None else store
+        hits.append(SearchHit(record=owner.get(idx.ids[i]), score=round(float(score[i]), 4), seed=bool(idx.seed[i])))
+    return hits
