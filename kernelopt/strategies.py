@@ -41,18 +41,32 @@ def metric_keys() -> frozenset[str]:
 # ----------------------------------------------------------------------------- loading
 
 
-def _check_conditions(strategy: Strategy, index: int, doc: Any, keys: frozenset[str]) -> list[str]:
+def _check_raw(doc: Any, keys: frozenset[str]) -> list[str]:
+    """Checks on the raw document (duplicate ids, conditions and their metric keys), so
+    they are reported with lines even when other fields of the same pack fail the schema."""
     from kernelopt.conditions import ConditionError, compile_condition
 
     errors = []
-    for field in ("when", "avoid_when"):
-        text = getattr(strategy, field)
-        if text is None:
-            continue
-        try:
-            compile_condition(text, known=keys)
-        except ConditionError as exc:
-            errors.append(f"{doc.where(('strategies', index, field))}: strategies.{index}.{field}: {exc}")
+    items = doc.data.get("strategies")
+    first_line: dict[str, int | None] = {}
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        sid = item.get("id") if isinstance(item, dict) else None
+        if isinstance(sid, str):
+            if sid in first_line:
+                errors.append(
+                    f"{doc.where(('strategies', index, 'id'))}: strategies.{index}.id: "
+                    f"duplicate id {sid!r} (first at line {first_line[sid]})"
+                )
+            else:
+                first_line[sid] = doc.line_of(("strategies", index, "id"))
+        for field in ("when", "avoid_when"):
+            text = item.get(field) if isinstance(item, dict) else None
+            if text is None:
+                continue
+            try:
+                compile_condition(text, known=keys)
+            except ConditionError as exc:
+                errors.append(f"{doc.where(('strategies', index, field))}: strategies.{index}.{field}: {exc}")
     return errors
 
 
@@ -72,14 +86,17 @@ def check_pack(path: str | Path, origin: str = "path") -> tuple[StrategyPack | N
     if not isinstance(doc.data, dict):
         report.errors.append(f"{doc.where(())}: (document): a pack is a mapping with `pack` and `strategies`")
         return None, report
+    pack: StrategyPack | None = None
     try:
         pack = StrategyPack.model_validate(doc.data)
     except ValidationError as exc:
         report.errors.extend(pydantic_errors(doc, exc))
+    report.errors.extend(_check_raw(doc, metric_keys()))
+    # Keep errors in file order: a pack author fixes them top to bottom.
+    report.errors.sort(key=_line_of_error)
+    if pack is None:
         return None, report
-    keys = metric_keys()
-    for index, strategy in enumerate(pack.strategies):
-        report.errors.extend(_check_conditions(strategy, index, doc, keys))
+    for strategy in pack.strategies:
         strategy.pack = pack.pack.name
     if not pack.strategies:
         report.warnings.append(f"{doc.where(())}: pack {pack.pack.name!r} has no strategies")
@@ -89,6 +106,12 @@ def check_pack(path: str | Path, origin: str = "path") -> tuple[StrategyPack | N
     report.strategies = len(pack.strategies)
     report.ok = not report.errors
     return (pack if report.ok else None), report
+
+
+def _line_of_error(message: str) -> int:
+    head = message.split(": ", 1)[0]
+    line = head.rsplit(":", 1)[-1]
+    return int(line) if line.isdigit() else 0
 
 
 def load_pack(path: str | Path, origin: str = "path") -> StrategyPack:

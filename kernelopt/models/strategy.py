@@ -103,20 +103,13 @@ class PackInfo(Model):
 
 
 class StrategyPack(Model):
+    """One pack file. Ids unique within a pack are checked by the loader (it knows their lines)."""
+
     pack: PackInfo
     strategies: list[Strategy] = Field(default_factory=list)
     # Set by the loader: where the pack came from ("builtin", "path", "entry-point:<name>") and its file.
     origin: str | None = None
     path: str | None = None
-
-    @model_validator(mode="after")
-    def _unique_ids(self) -> StrategyPack:
-        seen: set[str] = set()
-        for s in self.strategies:
-            if s.id in seen:
-                raise ValueError(f"duplicate strategy id {s.id!r} in one pack")
-            seen.add(s.id)
-        return self
 
 
 class Override(Model):
