@@ -84,6 +84,22 @@ def classify_ncu_failure(output: str) -> str | None:
     return None
 
 
+def supported_metrics(ncu: str, names: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """(names this ncu and GPU know, names they don't), from `ncu --query-metrics`.
+
+    ncu rejects the whole run for one unknown `--metrics` name, and names differ
+    between ncu versions and chips: callers that take names from elsewhere check here.
+    """
+    from kernelopt.harness.envinfo import run_tool
+
+    listing, error = run_tool([ncu, "--query-metrics"], timeout_s=120)
+    if listing is None:
+        raise ToolFailed(f"ncu --query-metrics failed: {error}")
+    known = {line.split()[0] for line in listing.splitlines() if line.strip() and "__" in line.split()[0]}
+    ok = tuple(n for n in names if n.split(".", 1)[0] in known)
+    return ok, [n for n in names if n not in ok]
+
+
 class NcuProfiler:
     """`Profiler` backed by Nsight Compute (`ncu`)."""
 
