@@ -16,6 +16,7 @@ anti-pattern lives in `pitfall`.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -72,11 +73,30 @@ def _check_raw(doc: Any, keys: frozenset[str]) -> list[str]:
 
 def check_pack(path: str | Path, origin: str = "path") -> tuple[StrategyPack | None, PackCheck]:
     """Validate one pack file: schema, unique kebab-case ids, conditions and their metric keys."""
+    path = Path(path)
+    try:
+        st = path.stat()
+        stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    if stamp is None:
+        return _check_pack(path, origin)
+    # Parsing YAML with line tracking costs ~0.15 s a pack; every CLI call and every
+    # recommend would pay it again. Cache by file stamp and hand out copies.
+    pack, report = _check_pack_cached(str(path), origin, stamp)
+    return (pack.model_copy(deep=True) if pack else None), report.model_copy(deep=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _check_pack_cached(path: str, origin: str, stamp: tuple[int, int]) -> tuple[StrategyPack | None, PackCheck]:
+    return _check_pack(Path(path), origin)
+
+
+def _check_pack(path: Path, origin: str) -> tuple[StrategyPack | None, PackCheck]:
     from pydantic import ValidationError
 
     from kernelopt.yamlio import load_yaml, pydantic_errors
 
-    path = Path(path)
     report = PackCheck(path=str(path), ok=False)
     try:
         doc = load_yaml(path)
