@@ -39,6 +39,7 @@ DEFAULT_MAX_CALLS = 100_000
 _WARMUP_WALL_LIMIT_S = 30.0
 
 METHOD = "cuda-events, L2 flushed before every call, device-wide synchronize"
+METHOD_NO_FLUSH = "cuda-events, L2 not flushed (warm cache), device-wide synchronize"
 
 
 def summarize(
@@ -167,7 +168,9 @@ def time_callable(
             total += ms
 
     del flush_buf
-    return summarize(samples, warmup_count=warm_n, l2_flush_bytes=flush_bytes)
+    return summarize(
+        samples, warmup_count=warm_n, l2_flush_bytes=flush_bytes, method=METHOD if flush_l2 else METHOD_NO_FLUSH
+    )
 
 
 def timing_defaults() -> dict[str, Any]:
