@@ -7,9 +7,9 @@ the LLM prompts all read the same `Strategy` objects.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from kernelopt.models.common import Category, Model
 
@@ -19,6 +19,15 @@ _KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # A knob parameter is a launch/meta parameter name, optionally a glob (BLOCK_*) so one
 # strategy can address every block dimension of a kernel.
 _PARAM = re.compile(r"^[A-Za-z_*][A-Za-z0-9_*]*$")
+
+
+def _kebab(v: str) -> str:
+    if not _KEBAB.match(v):
+        raise ValueError(f"{v!r} is not kebab-case (lowercase letters, digits, single dashes)")
+    return v
+
+
+KebabName = Annotated[str, AfterValidator(_kebab)]
 
 
 class Knob(Model):
@@ -52,7 +61,7 @@ class Knob(Model):
 
 
 class Strategy(Model):
-    id: str = Field(description="unique, kebab-case")
+    id: KebabName = Field(description="unique, kebab-case")
     title: str
     backend: StrategyBackend
     categories: list[Category] = Field(min_length=1)
@@ -67,13 +76,6 @@ class Strategy(Model):
     references: list[str] = Field(default_factory=list)
     # Set by the loader, not by the YAML author.
     pack: str | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _kebab(cls, v: str) -> str:
-        if not _KEBAB.match(v):
-            raise ValueError(f"{v!r} is not kebab-case (lowercase letters, digits, single dashes)")
-        return v
 
     @field_validator("title")
     @classmethod
@@ -90,16 +92,9 @@ class Strategy(Model):
 
 
 class PackInfo(Model):
-    name: str
+    name: KebabName
     version: int | str = 1
     description: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _kebab(cls, v: str) -> str:
-        if not _KEBAB.match(v):
-            raise ValueError(f"{v!r} is not kebab-case")
-        return v
 
 
 class StrategyPack(Model):
