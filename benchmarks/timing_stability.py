@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     started = _dt.datetime.now(_dt.timezone.utc)
     cases: dict[str, dict[str, Any]] = {}
     env: dict[str, Any] = {}
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for name in names:
         print(f"{name}:", flush=True)
         try:
@@ -207,18 +209,27 @@ def main(argv: list[str] | None = None) -> int:
         except (KerneloptError, RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
             cases[name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(f"  failed: {exc}", flush=True)
-            continue
-        a = cases[name]["analysis"]
-        print(f"  median of medians {a['median_of_medians_ms']:.4f} ms, spread {a['spread']:.3%}, "
-              f"do_bench {a['do_bench_median_ms']:.4f} ms (diff {a['do_bench_rel_diff']:.3%}), "
-              f"criteria {'apply' if a['criteria_apply'] else 'do not apply (< 0.5 ms)'}"
-              + (f": {'PASS' if a['passed'] else 'FAIL'}" if a["criteria_apply"] else ""), flush=True)
+        else:
+            a = cases[name]["analysis"]
+            print(f"  median of medians {a['median_of_medians_ms']:.4f} ms, spread {a['spread']:.3%}, "
+                  f"do_bench {a['do_bench_median_ms']:.4f} ms (diff {a['do_bench_rel_diff']:.3%}), "
+                  f"criteria {'apply' if a['criteria_apply'] else 'do not apply (< 0.5 ms)'}"
+                  + (f": {'PASS' if a['passed'] else 'FAIL'}" if a["criteria_apply"] else ""), flush=True)
+        # Written after every case, so a run cut short keeps what it measured.
+        doc = _document(cases, env, started, args.runs, complete=len(cases) == len(names))
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out}; overall: {doc['passed']}")
+    return 0 if doc["passed"] is not False else 1
 
+
+def _document(cases: dict[str, dict[str, Any]], env: dict[str, Any], started: _dt.datetime, runs: int,
+              *, complete: bool) -> dict[str, Any]:
     gpus = env.get("gpus") or []
-    doc = {
+    return {
         "benchmark": "timing_stability",
+        "complete": complete,
         "criteria": {"min_kernel_ms": MIN_KERNEL_MS, "spread_limit": SPREAD_LIMIT, "do_bench_limit": AGREE_LIMIT,
-                     "runs_per_case": args.runs, "do_bench_repeats": DO_BENCH_REPEATS},
+                     "runs_per_case": runs, "do_bench_repeats": DO_BENCH_REPEATS},
         "provenance": {
             "date_utc": started.isoformat(timespec="seconds"),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -236,11 +247,6 @@ def main(argv: list[str] | None = None) -> int:
         "cases": cases,
         "passed": overall(cases),
     }
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {out}; overall: {doc['passed']}")
-    return 0 if doc["passed"] is not False else 1
 
 
 if __name__ == "__main__":

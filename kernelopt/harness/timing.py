@@ -10,9 +10,10 @@ measured the same way:
   twice the device's L2 size (outside the events, so the flush is not timed);
 * a device-wide `torch.cuda.synchronize()` after each call, so work a candidate
   puts on other streams has finished before the next sample starts;
-* a warm-up of at least `warmup_ms` and `warmup_calls` calls (compilation,
-  autotuning, allocator and clock ramp-up happen there), then timed calls until
-  both `min_ms` of measured time and `min_calls` calls are reached.
+* a warm-up of at least `warmup_calls` calls and, after the first call (which may
+  compile or autotune), at least `warmup_ms` of measured time (allocator and clock
+  ramp-up happen there); then timed calls until both `min_ms` of measured time and
+  `min_calls` calls are reached.
 
 `summarize` (the statistics) is a pure function over a list of milliseconds.
 `child_time` is the body of the isolated child process (`CHILD_MODES["time"]`).
@@ -151,7 +152,10 @@ def time_callable(
             torch.cuda.synchronize(dev)
             return float(start_evt.elapsed_time(end_evt))
 
-        warm_n = 0
+        # The first call may JIT-compile or autotune on the host between the events: it
+        # counts as a warm-up call, but its time does not count towards `warmup_ms`.
+        one_call()
+        warm_n = 1
         warm_ms = 0.0
         wall0 = time.monotonic()
         while warm_n < warmup_calls or warm_ms < warmup_ms:
