@@ -176,3 +176,45 @@ def test_parse_baselines():
     assert parse_baselines("none") == () and parse_baselines("") == ()
     with pytest.raises(BadInput, match="unknown baseline 'inductor'"):
         parse_baselines("eager,inductor")
+
+
+class _Clock:
+    """Stands in for one timed call: returns the next of `times_ms` and counts calls."""
+
+    def __init__(self, times_ms):
+        self.times = list(times_ms)
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.times[min(self.calls - 1, len(self.times) - 1)]
+
+
+def _sample(clock, **kw):
+    from kernelopt.harness.timing import sample_calls
+
+    opts = {"warmup_ms": 25.0, "warmup_calls": 3, "min_ms": 100.0, "min_calls": 10, "max_calls": 100_000}
+    opts.update(kw)
+    return sample_calls(clock, **opts)
+
+
+def test_sampling_long_kernel_stops_at_min_calls():
+    clock = _Clock([5000.0] + [30.0] * 100)  # a compiling first call, then 30 ms per call
+    samples, warm = _sample(clock)
+    assert warm == 3 and len(samples) == 10 and samples == [30.0] * 10
+    assert clock.calls == warm + len(samples)
+
+
+def test_sampling_short_kernel_reaches_min_ms_and_first_call_is_not_warmup_time():
+    clock = _Clock([5000.0] + [0.5] * 1000)
+    samples, warm = _sample(clock)
+    # 25 ms of warm-up after the first call = 50 calls of 0.5 ms, + the first call.
+    assert warm == 51
+    assert len(samples) == 200 and sum(samples) >= 100.0
+
+
+def test_sampling_max_calls_bounds_tiny_kernels_but_not_min_calls():
+    samples, _ = _sample(_Clock([0.001]), max_calls=500)
+    assert len(samples) == 500
+    samples, _ = _sample(_Clock([0.001]), min_calls=20, min_ms=0.0, max_calls=20)
+    assert len(samples) == 20

@@ -152,29 +152,53 @@ def time_callable(
             torch.cuda.synchronize(dev)
             return float(start_evt.elapsed_time(end_evt))
 
-        # The first call may JIT-compile or autotune on the host between the events: it
-        # counts as a warm-up call, but its time does not count towards `warmup_ms`.
-        one_call()
-        warm_n = 1
-        warm_ms = 0.0
-        wall0 = time.monotonic()
-        while warm_n < warmup_calls or warm_ms < warmup_ms:
-            warm_ms += one_call()
-            warm_n += 1
-            if warm_n >= warmup_calls and time.monotonic() - wall0 > _WARMUP_WALL_LIMIT_S:
-                break
-
-        samples: list[float] = []
-        total = 0.0
-        while len(samples) < min_calls or (total < min_ms and len(samples) < max_calls):
-            ms = one_call()
-            samples.append(ms)
-            total += ms
+        samples, warm_n = sample_calls(
+            one_call,
+            warmup_ms=warmup_ms,
+            warmup_calls=warmup_calls,
+            min_ms=min_ms,
+            min_calls=min_calls,
+            max_calls=max_calls,
+        )
 
     del flush_buf
     return summarize(
         samples, warmup_count=warm_n, l2_flush_bytes=flush_bytes, method=METHOD if flush_l2 else METHOD_NO_FLUSH
     )
+
+
+def sample_calls(
+    one_call: Callable[[], float],
+    *,
+    warmup_ms: float,
+    warmup_calls: int,
+    min_ms: float,
+    min_calls: int,
+    max_calls: int,
+    warmup_wall_limit_s: float = _WARMUP_WALL_LIMIT_S,
+) -> tuple[list[float], int]:
+    """The warm-up and sampling rule of `time_callable`: (timed samples, warm-up call count).
+
+    `one_call()` runs one call and returns its measured milliseconds.
+    """
+    # The first call may JIT-compile or autotune on the host between the events: it
+    # counts as a warm-up call, but its time does not count towards `warmup_ms`.
+    one_call()
+    warm_n = 1
+    warm_ms = 0.0
+    wall0 = time.monotonic()
+    while warm_n < warmup_calls or warm_ms < warmup_ms:
+        warm_ms += one_call()
+        warm_n += 1
+        if warm_n >= warmup_calls and time.monotonic() - wall0 > warmup_wall_limit_s:
+            break
+    samples: list[float] = []
+    total = 0.0
+    while len(samples) < min_calls or (total < min_ms and len(samples) < max_calls):
+        ms = one_call()
+        samples.append(ms)
+        total += ms
+    return samples, warm_n
 
 
 def timing_defaults() -> dict[str, Any]:
