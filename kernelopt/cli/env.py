@@ -26,7 +26,7 @@ def format_env(env: "EnvInfo") -> str:
         ("platform", env.platform),
         ("torch", f"{env.torch or 'not importable'}" + (f" (CUDA {env.torch_cuda})" if env.torch_cuda else "")),
         ("triton", env.triton or "not importable"),
-        ("driver", env.driver or "none found"),
+        ("driver", (env.driver or "none found") + (f" (supports CUDA {env.cuda_driver})" if env.cuda_driver else "")),
     ]
     if not env.gpus:
         rows.append(("gpu", "none (no CUDA GPU visible to torch)"))

@@ -63,6 +63,7 @@ class EnvInfo(Model):
     cuda_available: bool = False
     gpus: list[GpuInfo] = Field(default_factory=list)
     driver: str | None = None
+    cuda_driver: str | None = Field(None, description="highest CUDA version the driver supports (cuDriverGetVersion)")
     tools: dict[str, ToolInfo] = Field(default_factory=dict, description="ncu, nvcc, ptxas, nvidia-smi")
     notes: list[str] = Field(default_factory=list)
     measured: dict[str, Any] = Field(
@@ -204,6 +205,20 @@ def _proc_driver_version() -> str | None:
     return None
 
 
+def _cuda_driver_version() -> str | None:
+    # libcuda answers without creating a context; absent on machines without the driver.
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) != 0 or version.value <= 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return f"{version.value // 1000}.{version.value % 1000 // 10}"
+
+
 def collect_env(*, tools: bool = True) -> EnvInfo:
     """Describe this machine. `tools=False` skips ncu/nvcc/ptxas (nvidia-smi still runs for clocks)."""
     env = EnvInfo(python=sys.version.split()[0], platform=platform.platform())
@@ -225,6 +240,7 @@ def collect_env(*, tools: bool = True) -> EnvInfo:
 
     smi = _query_smi(env)
     env.driver = next((r["driver"] for r in smi.values() if r.get("driver")), None) or _proc_driver_version()
+    env.cuda_driver = _cuda_driver_version()
     if torch is not None and env.cuda_available:
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
