@@ -1,0 +1,83 @@
+"""Device table lookup, the measured-ceilings cache and the roofline arithmetic."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelopt.models.metrics import Metrics
+from kernelopt.profile.devices import (
+    Ceilings, _store, attach_roofline, cache_path, cached_ceilings, known_devices, lookup_device, roofline,
+)
+
+FX = Path(__file__).parent / "fixtures" / "profile"
+
+
+@pytest.fixture(autouse=True)
+def cache_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "name, row",
+    [
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"),
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+        ("NVIDIA H200", "NVIDIA H200 SXM"),
+        ("NVIDIA A100-SXM4-40GB", "NVIDIA A100 SXM4 40GB"),
+        ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB"),
+        ("NVIDIA L40S", "NVIDIA L40S"),
+        ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
+    ],
+)
+def test_lookup(name: str, row: str):
+    spec = lookup_device(name)
+    assert spec is not None and spec.name == row
+
+
+def test_unknown_device_and_sources():
+    assert lookup_device("Tesla K80") is None and lookup_device(None) is None
+    assert all(d.source and d.dram_bytes_per_s and d.flops.get("fp32") for d in known_devices())
+
+
+def _metrics(device: str, **values: float) -> Metrics:
+    return Metrics(source="json", device=device, combined=dict(values))
+
+
+def test_roofline_from_datasheet():
+    m = _metrics("NVIDIA H200", duration_ns=1e6, dram_bytes=2.4e9, flop_count_fp32=6.7e9, flop_count_fp64=1.0)
+    r = roofline(m)
+    assert not r.measured and r.precision == "fp32"
+    assert r.achieved_bytes_per_s == pytest.approx(2.4e12) and r.dram_fraction == pytest.approx(0.5)
+    assert r.achieved_flops_per_s == pytest.approx(6.7e12) and r.compute_fraction == pytest.approx(0.1)
+
+
+def test_measured_ceilings_win_and_are_said():
+    _store(Ceilings(device="NVIDIA H200", driver="580.1", dram_bytes_per_s=4.0e12, flops={"fp32": 50e12},
+                    measured_at="2026-11-22T00:00:00+00:00"))
+    assert json.loads(cache_path().read_text())["NVIDIA H200|580.1"]["dram_bytes_per_s"] == 4.0e12
+    assert cached_ceilings("NVIDIA H200").dram_bytes_per_s == 4.0e12
+    assert cached_ceilings("NVIDIA H200", "999") is None
+    m = attach_roofline(_metrics("NVIDIA H200", duration_ns=1e6, dram_bytes=2.0e9, flop_count_fp32=5e9))
+    assert m.roofline.measured and m.combined["dram_roofline_fraction"] == pytest.approx(0.5)
+    assert m.combined["compute_roofline_fraction"] == pytest.approx(0.1)
+    assert any("measured ceilings" in n for n in m.notes)
+
+
+def test_corrupt_cache_is_ignored():
+    cache_path().parent.mkdir(parents=True, exist_ok=True)
+    cache_path().write_text("{broken")
+    assert cached_ceilings("NVIDIA H200") is None
+
+
+def test_no_roofline_without_device_or_duration():
+    assert roofline(_metrics("Tesla K80", duration_ns=1.0, dram_bytes=1.0)) is None
+    assert roofline(_metrics("NVIDIA H200", dram_bytes=1.0)) is None
+
+
+def test_live_fixture_roofline_is_consistent():
+    """The GPU-written metrics.json: fraction = dram_bytes / duration / datasheet bandwidth."""
+    m = Metrics.model_validate_json((FX / "softmax" / "metrics.json").read_text())
+    v = m.combined
+    assert m.roofline.dram_fraction == pytest.approx(v["dram_bytes"] / (v["duration_ns"] * 1e-9) / 4.8e12)
+    assert 0 < m.roofline.dram_fraction < 1 and 0 < m.roofline.compute_fraction < 1
