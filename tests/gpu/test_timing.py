@@ -105,5 +105,5 @@ def test_env_sees_the_gpu():
     assert g.name == props.name and g.sm_count == props.multi_processor_count and g.l2_bytes == props.L2_cache_size
     assert env.driver and env.cuda_driver and missing_requirements(env, ["gpu"]) == []
     r = subprocess.run([sys.executable, "-m", "kernelopt", "env", "--require", "gpu"], capture_output=True, text=True,
-                       timeout=120, check=False)
+                       timeout=120, check=False, cwd=str(ROOT))
     assert r.returncode == 0 and props.name in r.stdout
