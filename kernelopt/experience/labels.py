@@ -157,3 +157,41 @@ def _scalar(v: str) -> Any:
         except ValueError:
             pass
     return v.strip("'\"")
+
+
+# Kernel jargon the embedding model does not know (all-MiniLM-L6-v2 puts "rmsnorm" nearer to
+# "sgemm" than to "layernorm forward"): each known word gets its plain-English gloss
+# appended before embedding, on records and queries alike.
+KERNEL_GLOSSARY: dict[str, str] = {
+    "layernorm": "layer normalization", "ln": "layer normalization",
+    "rmsnorm": "rms layer normalization", "rms": "root mean square normalization",
+    "groupnorm": "group normalization", "batchnorm": "batch normalization", "bn": "batch normalization",
+    "norm": "normalization",
+    "gemm": "matrix multiplication", "sgemm": "fp32 matrix multiplication", "hgemm": "fp16 matrix multiplication",
+    "matmul": "matrix multiplication", "mm": "matrix multiplication", "bmm": "batched matrix multiplication",
+    "gemv": "matrix vector multiplication", "linear": "matrix multiplication with bias",
+    "sdpa": "attention", "mha": "multi head attention", "gqa": "grouped query attention",
+    "flash": "fused attention", "attn": "attention",
+    "conv": "convolution", "conv2d": "2d convolution",
+    "gelu": "elementwise activation", "relu": "elementwise activation", "silu": "elementwise activation",
+    "swiglu": "gated elementwise activation", "geglu": "gated elementwise activation",
+    "rope": "rotary position embedding elementwise", "ce": "cross entropy loss",
+    "xent": "cross entropy loss", "logsumexp": "row reduction like softmax",
+    "argmax": "row reduction", "cumsum": "prefix scan", "scan": "prefix scan",
+    "topk": "selection", "embedding": "gather lookup", "memcpy": "memory copy",
+}
+
+
+def kernel_text(kernel: str | None) -> str:
+    """A kernel description as embedded: words split (`rms_norm`, `RMSNorm`), jargon glossed."""
+    text = (kernel or "").strip()
+    words = re.findall(r"[A-Za-z]+[0-9]*d?|[0-9]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("_", " "))
+    glosses = []
+    lowered = [w.lower() for w in words]
+    joined = "".join(lowered)
+    for candidate in [joined, *lowered]:
+        gloss = KERNEL_GLOSSARY.get(candidate)
+        if gloss and gloss not in glosses:
+            glosses.append(gloss)
+    plain = " ".join(lowered) if words else text.lower()
+    return f"{plain} ({'; '.join(glosses)})" if glosses else plain

@@ -4,7 +4,8 @@ Each past record gets a relevance to the situation in [0, 1]:
 
     relevance = 0.45 * semantic + 0.25 * bottleneck + 0.15 * backend + 0.10 * chip family + 0.05 * stall
 
-`semantic` is the cosine similarity of the two situation texts' embeddings (BM25
+`semantic` is the cosine similarity of the two kernel descriptions' embeddings
+(`store.situation_text`: the description with kernel jargon glossed; BM25
 relevance, scaled to the best hit, when no model can be loaded); each structured
 term is 1 on a match, 0 on a mismatch and 0.5 when either side does not say. The
 NEIGHBOURS most relevant records vote for the strategies they applied; a record
@@ -155,7 +156,7 @@ def relevance(store: "ExperienceStore", situation: Situation, notes: list[str]) 
     from kernelopt.experience.store import situation_text
 
     idx = store.index()
-    text = situation_text(situation.kernel, situation.backend, situation.bottleneck, situation.stall)
+    text = situation_text(situation.kernel)
     sem, mode = semantic_scores(store, idx, text, notes)
     stall = (situation.stall or "").strip().lower() or None
     rel = (
@@ -277,7 +278,9 @@ def search(store: "ExperienceStore", query: str, n: int = 10) -> list[SearchHit]
 
     notes: list[str] = []
     idx = store.index()
-    sem, mode = semantic_scores(store, idx, query, notes)
+    from kernelopt.experience.store import situation_text
+
+    sem, mode = semantic_scores(store, idx, situation_text(query), notes)
     lex = dict(store.lexical(query))
     seed = store._seed()
     if seed is not None:

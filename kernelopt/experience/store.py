@@ -5,7 +5,8 @@ Layout of a database (schema version in `PRAGMA user_version` and `meta`):
   records(...)                one row per ExperienceRecord; JSON columns for dicts/lists
   records_fts                 FTS5 over the text columns (BM25 fallback, `search`)
   text_embeddings(model, sha, dim, vector)
-                              embeddings of situation texts, keyed by model and text hash:
+                              embeddings of situation texts (the glossed kernel description,
+                              `situation_text`), keyed by model and text hash:
                               records sharing a situation share one row, and a repeated
                               query never runs the model twice
 
@@ -67,20 +68,16 @@ def default_db_path() -> Path:
     return Path(base) / "kernelopt" / "experience.db"
 
 
-def situation_text(kernel: str | None, backend: str | None, bottleneck: str | None, stall: str | None) -> str:
-    """The text that is embedded for a record and for a query: the situation, not the change.
+def situation_text(kernel: str | None) -> str:
+    """The text embedded for a record and for a query: the kernel description, glossed.
 
-    The chip is matched structurally (by family), so it stays out of the text;
-    underscores become spaces so that `rms_norm` reads as the words it is made of.
+    Backend, bottleneck, chip and stall are matched structurally by recommend, so they
+    stay out of the text: with them in, the shared boilerplate ("triton backend, dram
+    bound") outweighed the kernel words in the similarity.
     """
-    parts = [f"{(kernel or '').replace('_', ' ').strip()} kernel"]
-    if backend:
-        parts.append(f"{backend} backend")
-    if bottleneck:
-        parts.append(f"{bottleneck.replace('_', ' ')} bound")
-    if stall:
-        parts.append(f"{stall.replace('_', ' ')} stall")
-    return ", ".join(parts)
+    from kernelopt.experience.labels import kernel_text
+
+    return kernel_text(kernel)
 
 
 def text_sha(model: str, text: str) -> str:
@@ -147,7 +144,7 @@ def _record_to_row(rec: ExperienceRecord) -> dict[str, Any]:
         value = getattr(rec, col)
         row[col] = None if value is None else json.dumps(value, sort_keys=True)
     row["correct"] = None if rec.correct is None else int(rec.correct)
-    row["situation"] = situation_text(rec.kernel, rec.backend, rec.bottleneck, rec.stall)
+    row["situation"] = situation_text(rec.kernel)
     row["strategies_text"] = " ".join(rec.strategies)
     return row
 
