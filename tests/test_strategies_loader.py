@@ -106,6 +106,12 @@ def test_knob_validation(tmp_path):
     assert "strategies.0.knobs.0.param" in joined and "strategies.0.knobs.0.scale" in joined
 
 
+def test_subcauses_are_snake_case(tmp_path):
+    text = GOOD.replace("categories: [latency]", "categories: [latency]\n    subcauses: [long_scoreboard, memory-latency]")
+    _, report = check_pack(write(tmp_path, "s.yaml", text))
+    assert len(report.errors) == 1 and "strategies.0.subcauses.1" in report.errors[0] and "snake_case" in report.errors[0]
+
+
 def test_malformed_yaml_and_missing_file(tmp_path):
     reports = validate_packs([write(tmp_path, "m.yaml", "pack: [1,\n"), tmp_path / "nope.yaml"])
     assert not reports[0].ok and "malformed YAML" in reports[0].errors[0]

@@ -48,7 +48,7 @@ def test_when_false_excludes_true_includes(packs):
 
 
 def test_avoid_when_true_excludes(packs):
-    d = diagnosis(bottleneck("dram", subcause="redundant-reads"))
+    d = diagnosis(bottleneck("dram", subcause="redundant_reads"))
     fine = recommend_strategies(d, "triton", {"static_spill_bytes": 0}, strategies=packs)
     spilling = recommend_strategies(d, "triton", {"static_spill_bytes": 64}, strategies=packs)
     assert "single-pass-row" in ids(fine) and "single-pass-row" not in ids(spilling)
@@ -91,7 +91,7 @@ def test_rule_named_strategy_outside_category_is_included(packs):
 
 
 def test_subcause_match_ranks_higher(packs):
-    b = bottleneck("onchip_memory", subcause="bank-conflicts")
+    b = bottleneck("onchip_memory", subcause="bank_conflicts")
     recs = recommend_strategies(diagnosis(b), "cuda", None, strategies=packs)
     top = ids(recs)[:2]
     assert set(top) == {"cuda-shared-memory-padding", "cuda-swizzled-shared-layout"}

@@ -29,6 +29,16 @@ def _kebab(v: str) -> str:
 
 KebabName = Annotated[str, AfterValidator(_kebab)]
 
+# Subcauses are the classifier's snake_case tags (e.g. uncoalesced_access, grid_too_small)
+# and warp-stall names (long_scoreboard, barrier): one vocabulary with the diagnosis.
+_SNAKE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)*$")
+
+
+def _snake(v: str) -> str:
+    if not _SNAKE.match(v):
+        raise ValueError(f"{v!r} is not snake_case (the diagnosis subcause vocabulary)")
+    return v
+
 
 class Knob(Model):
     """A move the knob optimizer can apply on its own: try these values, or scale the current one."""
@@ -65,7 +75,7 @@ class Strategy(Model):
     title: str
     backend: StrategyBackend
     categories: list[Category] = Field(min_length=1)
-    subcauses: list[str] = Field(default_factory=list)
+    subcauses: list[Annotated[str, AfterValidator(_snake)]] = Field(default_factory=list)
     when: str | None = Field(None, description="precondition over metric keys; must hold (or be unknown)")
     avoid_when: str | None = Field(None, description="condition over metric keys under which this hurts")
     pitfall: str | None = Field(None, description="prose: when this does not help or backfires")
