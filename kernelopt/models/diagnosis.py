@@ -19,6 +19,7 @@ class Evidence(Model):
 class Bottleneck(Model):
     category: Category
     subcause: str | None = None
+    label: str | None = Field(None, description="the rule pack's own label, e.g. 'underutilized' (maps onto category)")
     confidence: float = Field(ge=0.0, le=1.0)
     evidence: list[Evidence] = Field(default_factory=list)
     message: str
@@ -39,3 +40,6 @@ class Diagnosis(Model):
     kernel: str | None = None
     missing_metrics: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    undetermined: list[str] = Field(
+        default_factory=list, description="rules that could not be decided because metrics they need are missing"
+    )

@@ -1,0 +1,231 @@
+"""BottleneckClassifier: metrics + a rule pack -> a ranked Diagnosis with evidence.
+
+Ranking: rules whose condition holds come first, then rules that could not be
+decided because a metric is missing (see below); within each group, higher
+`priority` first, then higher confidence. One bottleneck is kept per
+(category, subcause).
+
+Confidence (0..1) says how clearly the condition holds:
+  for every comparison that held, margin m = |value - threshold| / |threshold|
+  (|value| or 1 when the threshold is 0), strength s = min(1, m / 0.3), so a value
+  30% past its threshold counts fully; `==` / `!=` count fully;
+  confidence = 0.5 + 0.5 * min(s over the comparisons)           (0.75 if none)
+  then x (1 - 0.5 * f), f = share of the rule's metrics (condition + cited
+  evidence) that are missing, and x 0.5 again when the condition is undecided.
+Undecided rules (Kleene result None: nothing present rules them out, something
+needed is missing) are listed only when at least half of their condition's
+metrics are present; their ids are always in `Diagnosis.undetermined`.
+
+Headroom of a bottleneck = 100 - the rule's `limiter` (utilisation % of the
+limiting unit); at or above NEAR_ROOFLINE_PCT utilisation the kernel is reported
+as near that roofline, with little left to gain from tuning it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+from kernelopt.diagnose.derived import derive
+from kernelopt.diagnose.packs import DEFAULT_PACK, Rule, RulePack, format_message, load_pack
+from kernelopt.models.diagnosis import Bottleneck, Diagnosis, Evidence
+from kernelopt.models.metrics import Metrics, RuleResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+NEAR_ROOFLINE_PCT = 80.0
+FULL_MARGIN = 0.3
+# Units reported in Diagnosis.headroom: name -> utilisation key (%).
+HEADROOM_UNITS: dict[str, str] = {
+    "dram": "dram_throughput_pct",
+    "memory": "memory_throughput_pct",
+    "l1tex": "l1tex_throughput_pct",
+    "l2": "l2_throughput_pct",
+    "sm": "sm_throughput_pct",
+    "issue_slots": "issue_slots_busy_pct",
+    "busiest_pipe": "max_pipe_pct",
+}
+
+
+def _strength(ev: Evidence) -> float:
+    if ev.op in ("==", "!=") or ev.value is None or ev.threshold is None:
+        return 1.0
+    scale = abs(ev.threshold) if ev.threshold != 0 else max(abs(ev.value), 1.0)
+    return min(1.0, abs(ev.value - ev.threshold) / scale / FULL_MARGIN)
+
+
+def confidence(evidence: list[Evidence], missing: int, total: int, decided: bool) -> float:
+    """The documented formula (module docstring)."""
+    held = [e for e in evidence if e.label != "cited"]
+    base = 0.5 + 0.5 * min(_strength(e) for e in held) if held else 0.75
+    if total:
+        base *= 1.0 - 0.5 * missing / total
+    if not decided:
+        base *= 0.5
+    return round(max(0.0, min(1.0, base)), 3)
+
+
+def _matches(spec: str, result: RuleResult) -> bool:
+    rule_id, _, text = spec.partition(":")
+    if rule_id != result.rule:
+        return False
+    return not text or text.lower() in result.message.lower()
+
+
+def _fmt(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4g}"
+
+
+class BottleneckClassifier:
+    """Classify metrics with one rule pack: `BottleneckClassifier("roofline").classify(metrics)`."""
+
+    def __init__(self, pack: RulePack | str = DEFAULT_PACK, rules_dirs: tuple[str | Path, ...] | list[str | Path] = ()) -> None:
+        self.pack = pack if isinstance(pack, RulePack) else load_pack(pack, rules_dirs)
+
+    def values(self, metrics: Metrics | Mapping[str, float]) -> dict[str, float]:
+        """Catalog values plus derived values: what conditions are evaluated on."""
+        if isinstance(metrics, Metrics):
+            base = metrics.values()
+            return {**base, **derive(base, metrics)}
+        base = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return {**base, **derive(base)}
+
+    def classify(self, metrics: Metrics | Mapping[str, float], *, kernel: str | None = None) -> Diagnosis:
+        values = self.values(metrics)
+        ncu = metrics.rules() if isinstance(metrics, Metrics) else []
+        if kernel is None and isinstance(metrics, Metrics):
+            dominant = [k.name for k in metrics.kernels if k.dominant]
+            kernel = ", ".join(dominant) or None
+        found: list[tuple[bool, int, Bottleneck]] = []
+        undetermined: list[str] = []
+        missing_all: set[str] = set()
+        for rule in self.pack.rules:
+            result = rule.when.evaluate(values)
+            names = set(rule.when.names) | {n for c in rule.evidence for n in c.names}
+            missing = sorted(n for n in names if n not in values)
+            if result is None:
+                undetermined.append(rule.id)
+                missing_all.update(rule.when.missing(values))
+                present = len(rule.when.names) - len(rule.when.missing(values))
+                if present * 2 < len(rule.when.names):
+                    continue
+            elif result is False:
+                continue
+            else:
+                missing_all.update(missing)
+            found.append((result is True, rule.spec.priority, self._bottleneck(rule, values, missing, names, result is True, ncu)))
+        found.sort(key=lambda t: (not t[0], -t[1], -t[2].confidence))
+        ranked: list[Bottleneck] = []
+        seen: set[tuple[str, str | None]] = set()
+        for _, _, b in found:
+            if (b.category, b.subcause) in seen:
+                continue
+            seen.add((b.category, b.subcause))
+            ranked.append(b)
+        primary = ranked[0] if ranked else None
+        notes = []
+        if primary is None:
+            notes.append(f"no rule of pack {self.pack.name!r} matched these metrics")
+        elif primary.near_roofline:
+            notes.append(
+                f"the limiting unit is at {100 - (primary.headroom_pct or 0):.0f}% of its ceiling: the kernel is near "
+                "its roofline, little is left to gain from tuning it; do less work or move fewer bytes"
+            )
+        return Diagnosis(
+            primary=primary,
+            bottlenecks=ranked,
+            headroom={
+                unit: round(100.0 - values[key], 2) for unit, key in HEADROOM_UNITS.items() if key in values
+            } | self._roofline_headroom(values),
+            ncu_rules=[r for r in ncu if r.type in ("OPT", "WRN", "ERR") and "could not be found" not in r.message],
+            rules_pack=self.pack.name,
+            kernel=kernel,
+            missing_metrics=sorted(missing_all),
+            notes=notes,
+            undetermined=undetermined,
+        )
+
+    @staticmethod
+    def _roofline_headroom(values: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for unit, key in (("dram_roofline", "dram_roofline_fraction"), ("compute_roofline", "compute_roofline_fraction")):
+            if key in values:
+                out[unit] = round(100.0 * (1.0 - values[key]), 2)
+        return out
+
+    def _bottleneck(
+        self, rule: Rule, values: dict[str, float], missing: list[str], names: set[str], decided: bool,
+        ncu: list[RuleResult],
+    ) -> Bottleneck:
+        evidence = rule.when.evidence(values)
+        shown = {e.key for e in evidence}
+        for cond in rule.evidence:
+            if cond.text in shown:
+                continue
+            evidence.append(Evidence(key=cond.text, value=cond.value(values), label="cited"))
+        headroom = near = None
+        if rule.limiter is not None:
+            used = rule.limiter.value(values)
+            if used is not None:
+                headroom = round(100.0 - used, 2)
+                near = used >= NEAR_ROOFLINE_PCT
+        message = format_message(rule.spec.message, values)
+        if not decided:
+            message += f" (undecided: missing {', '.join(rule.when.missing(values))})"
+        return Bottleneck(
+            category=rule.category,  # type: ignore[arg-type]
+            subcause=rule.spec.subcause,
+            label=rule.label,
+            confidence=confidence(evidence, len(missing), len(names), decided),
+            evidence=evidence,
+            message=message,
+            rule_id=rule.id,
+            strategies=list(rule.spec.strategies),
+            headroom_pct=headroom,
+            near_roofline=bool(near),
+            missing_metrics=missing,
+            ncu_rules=[r for r in ncu if any(_matches(s, r) for s in rule.spec.ncu_rules)],
+        )
+
+
+def render(diagnosis: Diagnosis) -> str:
+    """Short human explanation: the primary bottleneck, its evidence, then the others."""
+    lines: list[str] = []
+    head = f"kernel: {diagnosis.kernel}  " if diagnosis.kernel else ""
+    lines.append(f"{head}rules: {diagnosis.rules_pack}")
+    p = diagnosis.primary
+    if p is None:
+        lines.append("no bottleneck identified")
+    else:
+        sub = f" / {p.subcause}" if p.subcause else ""
+        label = f" [{p.label}]" if p.label and p.label != p.category else ""
+        lines.append(f"PRIMARY: {p.category}{sub}{label}  (confidence {p.confidence:.2f})")
+        lines.append(f"  {p.message}")
+        for e in p.evidence:
+            if e.label == "cited":
+                lines.append(f"    {e.key} = {_fmt(e.value)}")
+            else:
+                lines.append(f"    {e.key} = {_fmt(e.value)}  ({e.op} {_fmt(e.threshold)})")
+        if p.headroom_pct is not None:
+            state = "near the roofline" if p.near_roofline else "room left"
+            lines.append(f"  headroom: {p.headroom_pct:.0f}% ({state})")
+        if p.strategies:
+            lines.append(f"  try: {', '.join(p.strategies)}")
+        for r in p.ncu_rules:
+            speed = f" (est. speedup {r.est_speedup_pct:.0f}%)" if r.est_speedup_pct is not None else ""
+            lines.append(f"  ncu {r.rule}{speed}: {r.message.splitlines()[0][:160]}")
+        if p.missing_metrics:
+            lines.append(f"  missing: {', '.join(p.missing_metrics)}")
+    others = diagnosis.bottlenecks[1:]
+    if others:
+        lines.append("also:")
+        for b in others:
+            sub = f" / {b.subcause}" if b.subcause else ""
+            lines.append(f"  {b.category}{sub}  (confidence {b.confidence:.2f}): {b.message}")
+    if diagnosis.headroom:
+        lines.append("headroom (100 - utilisation %): " + ", ".join(f"{k} {v:.0f}" for k, v in diagnosis.headroom.items()))
+    for note in diagnosis.notes:
+        lines.append(f"note: {note}")
+    if diagnosis.undetermined:
+        lines.append(f"undecided for missing metrics: {', '.join(diagnosis.undetermined)}")
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""Rule packs: YAML files of diagnosis rules, validated at load.
+
+A pack lives in `knowledge/rules/<name>.yaml` (shipped), in a directory given with
+`--rules-dir`, or in one named by `KERNELOPT_RULES_PATH` (os.pathsep-separated).
+`--rules PACK` selects a pack by name or by path to a YAML file. Every condition is
+compiled with `kernelopt.conditions` when the pack loads, and every name it reads
+must be a metric catalog key or a derived value (a typo fails the load, with file
+and line, instead of silently never firing).
+
+    pack:
+      name: kernelopt
+      description: ...
+      labels: {memory: dram}        # optional: the pack's own labels -> categories
+    rules:
+      - id: dram-bandwidth
+        category: dram              # or `label:` when the pack declares `labels`
+        subcause: dram_bandwidth
+        when: dram_throughput_pct >= 60 and dram_throughput_pct >= 0.8 * max_throughput_pct
+        evidence: [dram_bytes, l2_hit_rate_pct]   # extra values to cite
+        limiter: dram_throughput_pct   # utilisation (%) of the limiting unit: headroom = 100 - it
+        priority: 70                   # rank among rules that fire (higher first)
+        message: "DRAM is {dram_throughput_pct:.0f}% busy ..."
+        strategies: [fuse-elementwise-passes]
+        ncu_rules: ["SOLBottleneck:DRAM"]   # agreeing Nsight Compute rule (id or id:text)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from kernelopt.conditions import Condition, ConditionError, compile_condition
+from kernelopt.errors import BadInput
+from kernelopt.models.common import CATEGORIES, Category, Model
+
+ENV_VAR = "KERNELOPT_RULES_PATH"
+DEFAULT_PACK = "kernelopt"
+_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")
+
+
+class RuleSpec(Model):
+    id: str
+    category: Category | None = None
+    label: str | None = None
+    subcause: str | None = None
+    when: str
+    evidence: list[str] = Field(default_factory=list)
+    limiter: str | None = None
+    priority: int = 50
+    message: str
+    strategies: list[str] = Field(default_factory=list)
+    ncu_rules: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("lower-case letters, digits, '-', '_' or '.'")
+        return v
+
+
+class PackInfo(Model):
+    name: str
+    description: str = ""
+    source: str | None = Field(None, description="where the rule set comes from")
+    labels: dict[str, Category] = Field(default_factory=dict, description="pack label -> category")
+    version: int = 1
+
+
+class PackSpec(Model):
+    pack: PackInfo
+    rules: list[RuleSpec]
+
+    @model_validator(mode="after")
+    def _labels(self) -> "PackSpec":
+        for i, rule in enumerate(self.rules):
+            if rule.category is None and rule.label is None:
+                raise ValueError(f"rules[{i}] ({rule.id}): needs a category (one of {', '.join(CATEGORIES)}) or a label")
+            if rule.category is None and rule.label not in self.pack.labels:
+                raise ValueError(f"rules[{i}] ({rule.id}): label {rule.label!r} is not in pack.labels")
+        ids = [r.id for r in self.rules]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate rule ids: {', '.join(dupes)}")
+        return self
+
+
+@dataclass
+class Rule:
+    """A validated rule with its compiled conditions."""
+
+    spec: RuleSpec
+    category: str
+    label: str
+    when: Condition
+    evidence: list[Condition]
+    limiter: Condition | None
+    line: int | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+@dataclass
+class RulePack:
+    name: str
+    path: Path
+    info: PackInfo
+    rules: list[Rule] = field(default_factory=list)
+
+    def category_of(self, label: str) -> str:
+        return self.info.labels.get(label, label)
+
+
+def known_names() -> set[str]:
+    """Names a condition may read: metric catalog keys and derived values."""
+    from kernelopt.diagnose.derived import DERIVED
+    from kernelopt.profile.catalog import load_catalog
+
+    return set(load_catalog().by_key) | set(DERIVED)
+
+
+def format_message(template: str, values: dict[str, float]) -> str:
+    """Fill `{key}` / `{key:.1f}` with metric values; a missing value shows as `?`.
+
+    Only bare names are substituted (no attribute or index access), so a message
+    from a contributed pack cannot reach into Python objects.
+    """
+
+    def sub(m: re.Match[str]) -> str:
+        value = values.get(m.group(1))
+        if value is None:
+            return "?"
+        spec = m.group(2) or ".4g"
+        try:
+            return format(float(value), spec)
+        except (TypeError, ValueError):
+            return str(value)
+
+    return _PLACEHOLDER.sub(sub, template)
+
+
+def _compile(doc: Any, loc: tuple[str | int, ...], text: str, known: set[str]) -> Condition:
+    try:
+        return compile_condition(text, known=known)
+    except ConditionError as exc:
+        raise BadInput(f"{doc.where(loc)}: {'.'.join(str(p) for p in loc)}: {exc}") from None
+
+
+def load_pack_file(path: str | Path) -> RulePack:
+    """Load and validate one pack; BadInput names file, line and field on any problem."""
+    from kernelopt.yamlio import load_yaml, pydantic_errors
+
+    doc = load_yaml(path)
+    if not isinstance(doc.data, dict):
+        raise BadInput(f"{doc.path}: a rule pack is a mapping with 'pack' and 'rules'")
+    try:
+        spec = PackSpec.model_validate(doc.data)
+    except ValidationError as exc:
+        raise BadInput("; ".join(pydantic_errors(doc, exc))) from None
+    known = known_names()
+    rules = []
+    for i, r in enumerate(spec.rules):
+        base: tuple[str | int, ...] = ("rules", i)
+        when = _compile(doc, base + ("when",), r.when, known)
+        evidence = [_compile(doc, base + ("evidence", j), e, known) for j, e in enumerate(r.evidence)]
+        limiter = _compile(doc, base + ("limiter",), r.limiter, known) if r.limiter else None
+        label = r.label or r.category or ""
+        category = r.category or spec.pack.labels[label]
+        rules.append(Rule(r, category, label, when, evidence, limiter, doc.line_of(base)))
+    return RulePack(name=spec.pack.name, path=doc.path, info=spec.pack, rules=rules)
+
+
+def search_dirs(extra_dirs: list[str | Path] | tuple[str | Path, ...] = ()) -> list[Path]:
+    """Where packs are looked for, first match wins: --rules-dir, $KERNELOPT_RULES_PATH, shipped."""
+    from kernelopt.resources import data_dir
+
+    dirs = [Path(d) for d in extra_dirs]
+    dirs += [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    dirs.append(data_dir("knowledge") / "rules")
+    return dirs
+
+
+def available_packs(extra_dirs: list[str | Path] | tuple[str | Path, ...] = ()) -> dict[str, Path]:
+    """Pack name (file stem) -> file, earlier directories shadowing later ones."""
+    found: dict[str, Path] = {}
+    for d in search_dirs(extra_dirs):
+        if not d.is_dir():
+            continue
+        for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+            found.setdefault(f.stem, f)
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(path: str, mtime_ns: int, size: int) -> RulePack:
+    return load_pack_file(path)
+
+
+def load_pack(name_or_path: str = DEFAULT_PACK, extra_dirs: list[str | Path] | tuple[str | Path, ...] = ()) -> RulePack:
+    """A pack by name (searched in `search_dirs`) or by path to a YAML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or os.sep in name_or_path:
+        path = candidate
+        if not path.is_file():
+            raise BadInput(f"--rules {name_or_path}: no such rule pack file")
+    else:
+        packs = available_packs(extra_dirs)
+        if name_or_path not in packs:
+            known = ", ".join(sorted(packs)) or "none"
+            raise BadInput(f"--rules {name_or_path}: no rule pack of that name (available: {known})")
+        path = packs[name_or_path]
+    stat = path.stat()
+    return _cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
