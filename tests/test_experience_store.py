@@ -31,7 +31,7 @@ def test_add_get_list_roundtrip(tmp_path: Path) -> None:
         assert [x.kernel for x in store.list(outcome="failure")] == ["softmax"]
         assert [x.id for x in store.list(strategy="vectorize-with-alignment-hints", kernel="layer")] == [r.id]
         assert store.count() == 2
-        assert store.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_duplicate_id_is_bad_input(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ FAILURE_RELEVANCE relevant are listed as known failures.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -94,10 +95,10 @@ def build_index(store: "ExperienceStore") -> Index:
     rows: list[tuple[Any, ...]] = []
     sql = ("SELECT id, kernel, backend, chip, bottleneck, stall, strategies, outcome, speedup, merged_from, situation "
            "FROM records WHERE merged_into IS NULL")
-    rows += [(False, *r) for r in store.db.conn.execute(sql)]
+    rows += [(False, *r) for r in store.conn.execute(sql)]
     seed = store._seed()
     if seed is not None:
-        rows += [(True, *r) for r in seed.db.conn.execute(sql)]
+        rows += [(True, *r) for r in seed.conn.execute(sql)]
     situations: dict[str, int] = {}
     sit_idx = [situations.setdefault(r[11], len(situations)) for r in rows]
     lower = lambda v: (v or "").strip().lower()  # noqa: E731
@@ -191,7 +192,15 @@ def _pack_recommendations(situation: Situation, notes: list[str]) -> list[Recomm
         message="given by the caller", rule_id="experience.situation",
     )
     diagnosis = Diagnosis(primary=primary, bottlenecks=[primary], rules_pack="experience", kernel=situation.kernel)
-    return list(recommend_strategies(diagnosis, situation.backend, situation.metrics))
+    return list(recommend_strategies(diagnosis, situation.backend, situation.metrics, strategies=_strategy_set()))
+
+
+@functools.lru_cache(maxsize=1)
+def _strategy_set() -> Any:
+    # Parsing and validating the YAML packs takes ~150 ms: once per process, not per query.
+    from kernelopt.strategies import load_strategies
+
+    return load_strategies()
 
 
 def recommend(store: "ExperienceStore", situation: Situation, n: int = 5, *, include_packs: bool = True) -> ExperienceAnswer:

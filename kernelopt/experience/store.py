@@ -153,8 +153,6 @@ class ExperienceStore:
     """A database of outcomes. `path=":memory:"` gives a private in-memory store (the seed)."""
 
     def __init__(self, path: str | Path | None = None, *, create: bool = True, seed: bool = True) -> None:
-        import sqlite_utils
-
         self.path = str(path) if str(path) == ":memory:" else str(Path(path or default_db_path()).expanduser())
         self.use_seed = seed
         if self.path != ":memory:":
@@ -162,7 +160,7 @@ class ExperienceStore:
         try:
             conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 60000")
-            self.db = sqlite_utils.Database(conn)
+            self.conn = conn
             self._open()
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
@@ -186,7 +184,7 @@ class ExperienceStore:
                 raise BadInput(f"{path}: not an SQLite database (corrupt or another kind of file)")
 
     def _open(self) -> None:
-        conn = self.db.conn
+        conn = self.conn
         if self.path != ":memory:":
             _retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone(), "wal")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -195,7 +193,7 @@ class ExperienceStore:
             self._write(self._migrate)
 
     def _version_checked(self) -> int:
-        conn = self.db.conn
+        conn = self.conn
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if not tables:
@@ -217,19 +215,24 @@ class ExperienceStore:
 
     def _migrate(self) -> None:
         # Re-read inside the write lock: another process may have migrated meanwhile.
+        # sqlite-utils (and the numpy it imports, ~0.3 s) is loaded only to create or
+        # upgrade the schema: reads and adds use the sqlite3 connection directly.
+        import sqlite_utils
+
+        db = sqlite_utils.Database(self.conn)
         version = self._version_checked()
         for step in range(version, SCHEMA_VERSION):
-            MIGRATIONS[step](self.db)
-            self.db.conn.execute(f"PRAGMA user_version = {step + 1}")
-        self.db["meta"].insert_all([{"key": "schema_version", "value": str(SCHEMA_VERSION)}], replace=True)
+            MIGRATIONS[step](db)
+            self.conn.execute(f"PRAGMA user_version = {step + 1}")
+        db["meta"].insert_all([{"key": "schema_version", "value": str(SCHEMA_VERSION)}], replace=True)
 
     @property
     def schema_version(self) -> int:
-        return int(self.db.conn.execute("PRAGMA user_version").fetchone()[0])
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
     def _write(self, fn: Callable[[], T]) -> T:
         """Run `fn` in one IMMEDIATE transaction, retried while another process holds the lock."""
-        conn = self.db.conn
+        conn = self.conn
 
         def attempt() -> T:
             conn.execute("BEGIN IMMEDIATE")
@@ -244,7 +247,7 @@ class ExperienceStore:
         return _retry(attempt, "write")
 
     def close(self) -> None:
-        self.db.conn.close()
+        self.conn.close()
 
     def __enter__(self) -> "ExperienceStore":
         return self
@@ -270,9 +273,9 @@ class ExperienceStore:
 
         def insert() -> int:
             # Counted in the transaction: total_changes would also count the FTS trigger rows.
-            before = self.db.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
-            self.db.conn.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
-            return int(self.db.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] - before)
+            before = self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+            self.conn.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
+            return int(self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] - before)
 
         try:
             return self._write(insert)
@@ -282,7 +285,7 @@ class ExperienceStore:
     # --- reading
 
     def get(self, record_id: str) -> ExperienceRecord:
-        row = self.db.conn.execute("SELECT * FROM records WHERE id = ?", (record_id,)).fetchone()
+        row = self.conn.execute("SELECT * FROM records WHERE id = ?", (record_id,)).fetchone()
         if row is None:
             seed = self._seed()
             if seed is not None:
@@ -296,11 +299,11 @@ class ExperienceStore:
 
     @functools.lru_cache(maxsize=1)
     def _columns(self) -> list[str]:
-        return [r[1] for r in self.db.conn.execute("PRAGMA table_info(records)")]
+        return [r[1] for r in self.conn.execute("PRAGMA table_info(records)")]
 
     def count(self, include_merged: bool = False) -> int:
         where = "" if include_merged else " WHERE merged_into IS NULL"
-        return int(self.db.conn.execute(f"SELECT COUNT(*) FROM records{where}").fetchone()[0])
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM records{where}").fetchone()[0])
 
     def list(
         self,
@@ -334,7 +337,7 @@ class ExperienceStore:
         sql = f"SELECT * FROM records WHERE {' AND '.join(where)} ORDER BY created_at DESC, id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        out = [_row_to_record(self._as_dict(r)) for r in self.db.conn.execute(sql, args)]
+        out = [_row_to_record(self._as_dict(r)) for r in self.conn.execute(sql, args)]
         seed = self._seed() if include_seed else None
         if seed is not None:
             out += seed.list(kernel=kernel, backend=backend, chip=chip, bottleneck=bottleneck, strategy=strategy,
@@ -369,7 +372,7 @@ class ExperienceStore:
         for start in range(0, len(shas), 500):
             chunk = shas[start : start + 500]
             q = f"SELECT sha, vector FROM text_embeddings WHERE model = ? AND sha IN ({', '.join('?' * len(chunk))})"
-            out.update(dict(self.db.conn.execute(q, [model, *chunk])))
+            out.update(dict(self.conn.execute(q, [model, *chunk])))
         return out
 
     def embed_texts(self, texts: list[str], embedder: "Embedder", limit: int | None = None) -> dict[str, "np.ndarray"]:
@@ -386,13 +389,13 @@ class ExperienceStore:
         if missing:
             vecs = embedder.encode(missing)
             rows = [(embedder.name, shas[t], int(v.shape[0]), v.astype(np.float32).tobytes()) for t, v in zip(missing, vecs)]
-            self._write(lambda: self.db.conn.executemany(
+            self._write(lambda: self.conn.executemany(
                 "INSERT OR REPLACE INTO text_embeddings (model, sha, dim, vector) VALUES (?, ?, ?, ?)", rows))
             out.update({t: v for t, v in zip(missing, vecs)})
         return out
 
     def unindexed(self, model: str) -> int:
-        rows = self.db.conn.execute("SELECT DISTINCT situation FROM records").fetchall()
+        rows = self.conn.execute("SELECT DISTINCT situation FROM records").fetchall()
         shas = [text_sha(model, r[0]) for r in rows]
         return len(shas) - len(self._embedding_rows(model, shas))
 
@@ -404,7 +407,7 @@ class ExperienceStore:
         embedder = load_embedder(model)
         if embedder is None:
             return 0
-        texts = [r[0] for r in self.db.conn.execute("SELECT DISTINCT situation FROM records")]
+        texts = [r[0] for r in self.conn.execute("SELECT DISTINCT situation FROM records")]
         shas = [text_sha(embedder.name, t) for t in texts]
         have = self._embedding_rows(embedder.name, shas)
         missing = [t for t, s in zip(texts, shas) if s not in have]
@@ -422,7 +425,7 @@ class ExperienceStore:
         if not words:
             return {}
         match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-        rows = self.db.conn.execute(
+        rows = self.conn.execute(
             "SELECT records.id, bm25(records_fts) AS rank FROM records_fts JOIN records ON records.rowid = records_fts.rowid "
             "WHERE records_fts MATCH ? AND records.merged_into IS NULL ORDER BY rank LIMIT ?",
             (match, limit),
@@ -443,7 +446,7 @@ class ExperienceStore:
         """The per-process matrix view used by recommend (rebuilt when the database changed)."""
         from kernelopt.experience.recommend import build_index
 
-        key = (self.db.conn.execute("PRAGMA data_version").fetchone()[0], self.db.conn.total_changes)
+        key = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes)
         if self._index_cache is None or self._index_cache[0] != key:
             self._index_cache = (key, build_index(self))
         return self._index_cache[1]
@@ -467,7 +470,7 @@ class ExperienceStore:
         The oldest record keeps its id and lists the others in `merged_from`; the others stay
         in the database with `merged_into` set (hidden from list/recommend). No id changes."""
         groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-        rows = [self._as_dict(r) for r in self.db.conn.execute(
+        rows = [self._as_dict(r) for r in self.conn.execute(
             "SELECT * FROM records WHERE merged_into IS NULL ORDER BY created_at, id")]
         for row in rows:
             key = (
@@ -491,11 +494,11 @@ class ExperienceStore:
         if folds and not dry_run:
             def apply() -> None:
                 for head_id, ids in folds:
-                    prev = json.loads(self.db.conn.execute(
+                    prev = json.loads(self.conn.execute(
                         "SELECT merged_from FROM records WHERE id = ?", (head_id,)).fetchone()[0] or "[]")
-                    self.db.conn.execute("UPDATE records SET merged_from = ? WHERE id = ?",
+                    self.conn.execute("UPDATE records SET merged_from = ? WHERE id = ?",
                                          (json.dumps(prev + ids), head_id))
-                    self.db.conn.executemany("UPDATE records SET merged_into = ? WHERE id = ?",
+                    self.conn.executemany("UPDATE records SET merged_into = ? WHERE id = ?",
                                              [(head_id, i) for i in ids])
             self._write(apply)
         return folds
