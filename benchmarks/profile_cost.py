@@ -7,6 +7,7 @@ For each pair (default: every examples/*/ pair) the same profiled child
 `kernelopt` NVTX range) runs three ways, each `--repeats` times, timed by wall clock:
   plain   no ncu
   ours    ncu with kernelopt.profile.ncu.SECTIONS + EXTRA_METRICS (what NcuProfiler runs)
+  sections  ncu with the six SECTIONS only (to show what EXTRA_METRICS cost)
   full    ncu --set full, same NVTX filter
 The overhead of a mode is its median wall time minus the plain median. Writes OUT.json
 with per-run seconds, report sizes and provenance. Needs a CUDA GPU and ncu.
@@ -47,7 +48,14 @@ def main() -> int:
         print("ncu not found", file=sys.stderr)
         return 2
     pairs = [parse_pair(p) for p in opts.pairs] or example_pairs()
-    results = []
+    results: list[dict[str, object]] = []
+    doc: dict[str, object] = {
+        "what": "wall seconds of one profiled child run (warm-up + one candidate call in the NVTX range)",
+        "sections_ours": list(SECTIONS), "extra_metrics_ours": list(EXTRA_METRICS),
+        "repeats": opts.repeats, "provenance": {**environment(ncu), "command": " ".join(sys.argv)},
+        "results": results,
+    }
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name, problem_path, kernel_path in pairs:
             problem, candidate = load_problem(problem_path), load_candidate(kernel_path)
@@ -57,6 +65,7 @@ def main() -> int:
             modes = {
                 "plain": None,
                 "ours": ncu_command(ncu, f"{tmp}/ours", sections=SECTIONS, metrics=EXTRA_METRICS),
+                "sections": ncu_command(ncu, f"{tmp}/sections", sections=SECTIONS, metrics=()),
                 "full": full_prefix,
             }
             row: dict[str, object] = {"name": name, "problem": str(problem_path), "kernel": str(kernel_path)}
@@ -74,17 +83,12 @@ def main() -> int:
                     row[mode]["report_bytes"] = rep.stat().st_size  # type: ignore[index]
                 print(name, mode, times, errors[:1], flush=True)
             plain = row["plain"]["median_s"]  # type: ignore[index]
-            for mode in ("ours", "full"):
+            for mode in ("ours", "sections", "full"):
                 row[mode]["overhead_s"] = round(row[mode]["median_s"] - plain, 3)  # type: ignore[index]
             results.append(row)
-    doc = {
-        "what": "wall seconds of one profiled child run (warm-up + one candidate call in the NVTX range)",
-        "sections_ours": list(SECTIONS), "extra_metrics_ours": list(EXTRA_METRICS),
-        "repeats": opts.repeats, "provenance": {**environment(ncu), "command": " ".join(sys.argv)},
-        "results": results,
-    }
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps(doc, indent=2) + "\n")
+            doc["results"] = results
+            # written after every pair, so a run cut short still leaves what it measured
+            opts.out.write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
 

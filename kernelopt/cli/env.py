@@ -60,15 +60,27 @@ def format_env(env: "EnvInfo") -> str:
     help="Exit 1, with a one-line reason, if this is missing (repeatable): "
     "gpu (a CUDA device torch can use), ncu, nvcc, ptxas.",
 )
+@click.option(
+    "--measure",
+    is_flag=True,
+    help="Also measure achievable DRAM bandwidth (1 GiB device copy) and FP32/BF16 matmul rates on the GPU, "
+    "once per device and driver (cached; `kernelopt profile` uses them as roofline ceilings).",
+)
 @json_option
-def env(required: tuple[str, ...], as_json: bool) -> None:
+def env(required: tuple[str, ...], as_json: bool, measure: bool = False) -> None:
     """Report the GPU (name, compute capability, SMs, L2, memory, clocks), driver, CUDA runtime,
     torch, triton, ncu, nvcc, ptxas and Python versions."""
     from kernelopt.errors import MissingRequirement
     from kernelopt.harness.envinfo import collect_env, missing_requirements
 
     info = collect_env()
-    emit(info, as_json, format_env)
+    if measure:
+        from kernelopt.profile.devices import describe_ceilings, measure_ceilings
+
+        info.measured = measure_ceilings().model_dump(mode="json")
+        emit(info, as_json, lambda e: format_env(e) + "\n" + describe_ceilings(e.measured))
+    else:
+        emit(info, as_json, format_env)
     missing = missing_requirements(info, required)
     if missing:
         raise MissingRequirement("required but missing: " + "; ".join(missing))

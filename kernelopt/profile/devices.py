@@ -160,6 +160,18 @@ def measure_ceilings(*, refresh: bool = False) -> Ceilings:
     return result
 
 
+def describe_ceilings(measured: dict[str, Any]) -> str:
+    """Human lines for `kernelopt env --measure`."""
+    c = Ceilings.model_validate(measured)
+    lines = [f"measured  DRAM {c.dram_bytes_per_s / 1e12:.2f} TB/s (1 GiB copy, read + write)"]
+    lines += [f"measured  {p} matmul {v / 1e12:.1f} TFLOP/s ({MATMUL_N}^3)" for p, v in c.flops.items()]
+    spec = lookup_device(c.device)
+    if spec and spec.dram_bytes_per_s:
+        lines.append(f"datasheet DRAM {spec.dram_bytes_per_s / 1e12:.2f} TB/s ({spec.name})")
+    lines.append(f"cached    {cache_path()} ({c.measured_at})")
+    return "\n".join(lines)
+
+
 def _store(ceilings: Ceilings) -> None:
     path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
