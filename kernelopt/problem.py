@@ -182,15 +182,18 @@ def detect_backend(tree: ast.Module) -> str:
     """`triton` if any function is decorated with triton.jit/autotune, `cuda` for
     cpp_extension.load_inline/load or raw CUDA source (`__global__`), else `torch`."""
     imports_triton = False
-    cpp_extension_names: set[str] = set()
+    cpp_functions: set[str] = set()  # names imported from cpp_extension
+    cpp_modules: set[str] = set()  # names the cpp_extension module is bound to
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imports_triton |= any(a.name.split(".")[0] == "triton" for a in node.names)
+            cpp_modules.update(a.asname for a in node.names if a.asname and a.name.endswith("cpp_extension"))
         elif isinstance(node, ast.ImportFrom) and node.module:
             if node.module.split(".")[0] == "triton":
                 imports_triton = True
             if node.module.endswith("cpp_extension"):
-                cpp_extension_names.update(a.asname or a.name for a in node.names)
+                cpp_functions.update(a.asname or a.name for a in node.names)
+            cpp_modules.update(a.asname or a.name for a in node.names if a.name == "cpp_extension")
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for dec in node.decorator_list:
@@ -202,7 +205,8 @@ def detect_backend(tree: ast.Module) -> str:
         if isinstance(node, ast.Call):
             dotted = _dotted(node.func)
             parts = dotted.split(".")
-            if parts[-1] in _CUDA_CALLS and ("cpp_extension" in parts or dotted in cpp_extension_names):
+            owner = ".".join(parts[:-1])
+            if parts[-1] in _CUDA_CALLS and ("cpp_extension" in parts or owner in cpp_modules or dotted in cpp_functions):
                 return "cuda"
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
             return "cuda"

@@ -1,0 +1,121 @@
+"""Verification in a child process: examples, every cheat, every failure reason.
+
+Each test runs the real child (Triton interpreter on CPU) and asserts the exact
+FailureReason; the CLI tests assert the exit codes.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from kernelopt.harness.verify import verify
+from kernelopt.problem import load_candidate, load_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "harness"
+SMALL = {
+    "softmax": {"ROWS": "8", "COLS": "33"},
+    "rmsnorm": {"ROWS": "6", "DIM": "40"},
+    "matvec": {"M": "20", "K": "300"},
+}
+
+
+def run(candidate: str, problem: Path = FIX / "problem_axpy.py", overrides=None, **kwargs):
+    return verify(load_problem(problem, overrides or {"N": "300"}), load_candidate(FIX / candidate), **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_example_kernel_passes_and_wrong_kernel_fails(name):
+    problem = load_problem(ROOT / "examples" / name / "problem.py", SMALL[name])
+    good = verify(problem, load_candidate(ROOT / "examples" / name / "kernel.py"))
+    assert good.passed, good.message
+    assert good.interpreter and good.reason is None
+    assert len(good.trials) == 3 and len({t.seed for t in good.trials}) == 3
+    for trial in good.trials:
+        assert all(c.passed and c.mismatches == 0 and c.max_abs_error <= good.atol for c in trial.outputs)
+    bad = verify(problem, load_candidate(ROOT / "examples" / name / "kernel_wrong.py"))
+    assert not bad.passed and bad.reason == "incorrect"
+    check = bad.trials[-1].outputs[0]
+    assert check.mismatches > 0 and check.first_mismatch is not None and check.max_abs_error > bad.atol
+
+
+def test_correct_candidate_binds_setting_by_name():
+    v = run("axpy_ok.py")
+    assert v.passed, v.message
+
+
+def test_unwritten_output():
+    v = run("cheat_unwritten_output.py")
+    assert v.reason == "unwritten_output" and "150 elements" in v.message
+
+
+def test_modified_input():
+    v = run("cheat_modified_input.py")
+    assert v.reason == "modified_input" and "input 1" in v.message
+
+
+def test_cached_result():
+    v = run("cheat_cached_result.py")
+    assert v.reason == "cached_result"
+    # The first trial really was correct: the cheat shows only on fresh inputs.
+    assert v.trials[0].passed and not v.trials[1].passed
+
+
+@pytest.mark.slow
+def test_hang_is_a_timeout():
+    v = run("cheat_hang.py", timeout_s=8)
+    assert v.reason == "timeout" and not v.passed
+
+
+def test_segfault_fails_the_candidate_not_the_caller():
+    v = run("cheat_segfault.py")
+    assert v.reason == "runtime" and "SIGSEGV" in v.message
+
+
+def test_triton_compile_error():
+    v = run("compile_error.py")
+    assert v.reason == "compile" and "power of 2" in v.message
+
+
+def test_nan_output_never_passes():
+    v = run("nan_output.py", atol=1e9, rtol=1e9)
+    assert v.reason == "nonfinite" and v.trials[0].outputs[0].nonfinite == 1
+
+
+def test_runtime_error():
+    v = run("runtime_error.py")
+    assert v.reason == "runtime" and "always fails" in v.message
+
+
+def test_shape_mismatch():
+    v = run("shape_mismatch.py")
+    assert v.reason == "shape_mismatch" and "[299]" in v.message
+
+
+def test_unbindable_parameter_is_named():
+    v = run("unbindable.py")
+    assert v.reason == "runtime" and "'gamma'" in v.message
+
+
+def test_cuda_candidate_without_gpu_is_compiled_and_needs_gpu():
+    v = run("cuda_raw_axpy.py")
+    assert v.reason == "needs_gpu" and "needs a GPU" in v.message
+    assert "compiled 1 CUDA source" in v.message
+
+
+def test_cuda_compile_error_without_gpu():
+    v = run("cuda_compile_error.py")
+    assert v.reason == "compile" and "undeclared_value" in v.message
+
+
+@pytest.mark.slow
+def test_tolerance_flags_and_dtype():
+    # A loose atol lets the wrong softmax pass: the flag reaches the comparison.
+    problem = load_problem(ROOT / "examples" / "softmax" / "problem.py", SMALL["softmax"])
+    v = verify(problem, load_candidate(ROOT / "examples" / "softmax" / "kernel_wrong.py"), atol=1.0, trials=1)
+    assert v.passed and v.atol == 1.0 and v.rtol == 1e-4
+    half = load_problem(ROOT / "examples" / "softmax" / "problem.py", SMALL["softmax"], dtype="fp16")
+    v = verify(half, load_candidate(ROOT / "examples" / "softmax" / "kernel.py"), trials=1)
+    assert v.passed, v.message
+    assert v.atol == v.rtol == 1e-2 and v.trials[0].outputs[0].dtype == "float16"
