@@ -263,7 +263,6 @@ def get_strategy(strategy_id: str) -> Strategy:
 # Score = confidence / (1 + rank) times these factors; `parts` on each Recommendation shows them.
 RULE_BOOST = 1.5  # the diagnosis rule named this strategy
 SUBCAUSE_MATCH = 1.3  # the strategy lists the diagnosed subcause
-SUBCAUSE_OTHER = 0.8  # the strategy targets other subcauses of this category
 WHEN_UNKNOWN = 0.8  # its precondition could not be checked (metrics missing)
 
 
@@ -306,12 +305,11 @@ def _score(
     if strategy.id in b.strategies:
         parts["rule"] = RULE_BOOST
         reasons.append(f"named by rule {b.rule_id}")
-    if b.subcause and strategy.subcauses:
-        if b.subcause in strategy.subcauses:
-            parts["subcause"] = SUBCAUSE_MATCH
-            reasons.append(f"targets subcause {b.subcause}")
-        else:
-            parts["subcause"] = SUBCAUSE_OTHER
+    # Only a match counts: no penalty for a miss, since subcause tags come from several
+    # sources (rules, experience stalls) and a missing tag says little.
+    if b.subcause and b.subcause in strategy.subcauses:
+        parts["subcause"] = SUBCAUSE_MATCH
+        reasons.append(f"targets subcause {b.subcause}")
     if strategy.when:
         held, why = _evaluate(strategy.when, values)
         if held is False:
