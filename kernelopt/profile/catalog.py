@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal, TypeVar, Union
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -101,28 +101,38 @@ class Catalog:
         return entry.label if entry else key
 
 
+M = TypeVar("M", bound=Model)
+
+
+def load_table(path: Path, key: str, model: type[M]) -> list[M]:
+    """Rows of a YAML table `{key: [row, ...]}` validated as `model`; BadInput names file:line:field."""
+    from kernelopt.yamlio import load_yaml, pydantic_errors
+
+    doc = load_yaml(path)
+    rows = doc.data.get(key) if isinstance(doc.data, dict) else None
+    if not isinstance(rows, list):
+        raise BadInput(f"{doc.path}: expected a top-level '{key}:' list")
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError as exc:
+            raise BadInput(pydantic_errors(doc, exc, base=(key, i))[0]) from None
+        except ValueError as exc:  # a validator's own error (e.g. a formula that does not parse)
+            raise BadInput(f"{doc.where((key, i))}: {exc}") from None
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def load_catalog(path: str | None = None) -> Catalog:
     """The catalog from `knowledge/metrics.yaml` (or `path`); BadInput on a malformed table."""
     from kernelopt.resources import data_dir
-    from kernelopt.yamlio import load_yaml, pydantic_errors
 
-    doc = load_yaml(Path(path) if path else data_dir("knowledge") / "metrics.yaml")
-    items = doc.data.get("metrics") if isinstance(doc.data, dict) else None
-    if not isinstance(items, list):
-        raise BadInput(f"{doc.path}: expected a top-level 'metrics:' list")
-    entries = []
-    for i, item in enumerate(items):
-        try:
-            entries.append(CatalogEntry.model_validate(item))
-        except ValidationError as exc:
-            raise BadInput(pydantic_errors(doc, exc, base=("metrics", i))[0]) from None
-        except ValueError as exc:
-            raise BadInput(f"{doc.where(('metrics', i))}: {exc}") from None
+    table = Path(path) if path else data_dir("knowledge") / "metrics.yaml"
     try:
-        return Catalog(entries)
+        return Catalog(load_table(table, "metrics", CatalogEntry))
     except ValueError as exc:
-        raise BadInput(f"{doc.path}: {exc}") from None
+        raise BadInput(f"{table}: {exc}") from None
 
 
 # ---------------------------------------------------------------- values and units

@@ -17,7 +17,6 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from kernelopt.errors import BadInput
 from kernelopt.models.common import Model
 from kernelopt.models.metrics import Metrics, Roofline
 
@@ -52,20 +51,10 @@ class Ceilings(Model):
 
 @functools.lru_cache(maxsize=None)
 def known_devices() -> tuple[DeviceSpec, ...]:
+    from kernelopt.profile.catalog import load_table
     from kernelopt.resources import data_dir
-    from kernelopt.yamlio import load_yaml, pydantic_errors
 
-    doc = load_yaml(data_dir("knowledge") / "devices.yaml")
-    rows = doc.data.get("devices") if isinstance(doc.data, dict) else None
-    if not isinstance(rows, list):
-        raise BadInput(f"{doc.path}: expected a top-level 'devices:' list")
-    out = []
-    for i, row in enumerate(rows):
-        try:
-            out.append(DeviceSpec.model_validate(row))
-        except ValidationError as exc:
-            raise BadInput(pydantic_errors(doc, exc, base=("devices", i))[0]) from None
-    return tuple(out)
+    return tuple(load_table(data_dir("knowledge") / "devices.yaml", "devices", DeviceSpec))
 
 
 def lookup_device(name: str | None) -> DeviceSpec | None:
