@@ -8,6 +8,7 @@ import click
 
 from kernelopt.cli.common import emit, json_option
 from kernelopt.models.common import CATEGORIES
+from kernelopt.models.strategy import PackCheck, Strategy
 
 
 @click.group("strategies")
@@ -39,7 +40,7 @@ def list_cmd(backend: str | None, category: str | None, as_json: bool) -> None:
     found, loaded = list_strategies(backend, category)
     _report_overrides(loaded.warnings)
 
-    def human(items: list) -> str:
+    def human(items: list[Strategy]) -> str:
         if not items:
             return "no strategies match"
         width = max(len(s.id) for s in items)
@@ -59,7 +60,7 @@ def show_cmd(strategy_id: str, as_json: bool) -> None:
     """Show one strategy in full."""
     from kernelopt.strategies import get_strategy
 
-    def human(s) -> str:  # type: ignore[no-untyped-def]
+    def human(s: Strategy) -> str:
         lines = [f"{s.id}: {s.title}" + ("  [anti-pattern]" if s.anti_pattern else ""),
                  f"  pack: {s.pack}   backend: {s.backend}   categories: {', '.join(s.categories)}"]
         if s.subcauses:
@@ -99,7 +100,7 @@ def validate_cmd(paths: tuple[str, ...], as_json: bool) -> None:
 
     reports = validate_packs(paths)
 
-    def human(items: list) -> str:
+    def human(items: list[PackCheck]) -> str:
         out = []
         for r in items:
             if r.ok:
