@@ -218,3 +218,37 @@ def test_installed_third_party_pack_loads_through_entry_point(tmp_path):
     assert items["example-warp-specialize"]["pack"] == "example-pack"
     assert items["tune-num-warps"]["pack"] == "example-pack"
     assert "'tune-num-warps' of pack 'triton-core' overridden by pack 'example-pack'" in proc.stderr
+
+
+def test_entry_point_forms_and_failures(tmp_path, monkeypatch):
+    """An entry point may give a path, a list of paths or a callable; a broken one is bad input."""
+    import importlib.metadata as md
+
+    pack = write(tmp_path, "ep.yaml", GOOD)
+    write(tmp_path, "fake_ep_module.py", textwrap.dedent(f"""
+        PATHS = [{str(pack)!r}]
+        def as_callable():
+            return {str(tmp_path)!r}
+        def broken():
+            raise RuntimeError("boom")
+        NOT_A_PATH = 42
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(ENV_PATH, raising=False)
+
+    def use(*values: str) -> None:
+        eps = [md.EntryPoint(name=f"ep{i}", value=v, group="kernelopt.strategies") for i, v in enumerate(values)]
+        monkeypatch.setattr(md, "entry_points", lambda group=None: eps if group == "kernelopt.strategies" else [])
+
+    use("fake_ep_module:PATHS", "fake_ep_module:as_callable")
+    loaded = load_strategies()
+    # the same file twice (list, then the directory through a callable): the second overrides the first
+    assert [p.origin for p in loaded.packs][-2:] == ["entry-point:ep0", "entry-point:ep1"]
+    assert loaded.strategies["my-new-idea"].pack == "my-pack"
+    assert {o.strategy for o in loaded.overrides} == {"tune-num-warps", "my-new-idea"}
+    use("fake_ep_module:broken")
+    with pytest.raises(BadInput, match="entry point 'ep0'.*RuntimeError: boom"):
+        load_strategies()
+    use("fake_ep_module:NOT_A_PATH")
+    with pytest.raises(BadInput, match="returned int, expected a path"):
+        load_strategies()
