@@ -98,6 +98,9 @@ def main() -> None:
         "cold_cli_add_s": {"p50": round(statistics.median(adds), 3), "runs": args.cold, "goal": 1.0},
         "provenance": provenance("python benchmarks/experience/bench_perf.py " + " ".join(sys.argv[1:])),
     }
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
     print(write_result("perf", result))
     print({k: v for k, v in result.items() if k != "provenance"})
 

@@ -8,6 +8,7 @@ the thresholds below unless a record states its outcome.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -109,6 +110,7 @@ def derive_outcome(speedup: float | None, correct: bool | None = True) -> str | 
     return "neutral"
 
 
+@functools.lru_cache(maxsize=256)
 def chip_family(chip: str | None) -> str | None:
     """`sm_90a` / `SM90` / `9.0` -> `sm_9`; device names are matched by their first word."""
     if not chip:

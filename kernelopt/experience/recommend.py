@@ -93,8 +93,9 @@ def build_index(store: "ExperienceStore") -> Index:
     import numpy as np
 
     rows: list[tuple[Any, ...]] = []
-    sql = ("SELECT id, kernel, backend, chip, bottleneck, stall, strategies, outcome, speedup, merged_from, situation "
-           "FROM records WHERE merged_into IS NULL")
+    # The chip column falls back to the device name: chip_family knows both spellings.
+    sql = ("SELECT id, kernel, backend, COALESCE(chip, device), bottleneck, stall, strategies, outcome, speedup, "
+           "merged_from, situation FROM records WHERE merged_into IS NULL")
     rows += [(False, *r) for r in store.conn.execute(sql)]
     seed = store._seed()
     if seed is not None:
