@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The README's demo: environment, verification of every example (the correct kernel
+# passes, the deliberately wrong one fails with exit 1), then timing.
+#
+#   bash examples/demo.sh
+#
+# With a CUDA GPU the problems run at their full size; without one they run small
+# (--set overrides) in the Triton interpreter on the CPU, and `bench` says that
+# there is no GPU to time on.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+  gpu=1
+else
+  gpu=0
+  export TRITON_INTERPRET=1
+fi
+
+# Small shapes for the CPU interpreter; none on a GPU (the problem's own sizes).
+sizes() {
+  [ "$gpu" = 1 ] && return 0
+  case "$1" in
+    softmax) echo "--set ROWS=16 --set COLS=100" ;;
+    rmsnorm) echo "--set ROWS=16 --set DIM=100" ;;
+    matvec) echo "--set M=64 --set K=300" ;;
+  esac
+}
+
+failures=0
+step() {
+  # step EXPECTED_EXIT_CODE command...: run, show, and count an unexpected exit code.
+  local expected=$1
+  shift
+  echo
+  echo "\$ $*"
+  "$@"
+  local rc=$?
+  if [ "$rc" != "$expected" ]; then
+    echo "demo: expected exit $expected, got $rc" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+step 0 kernelopt env
+
+for name in softmax rmsnorm matvec; do
+  # shellcheck disable=SC2046 # sizes() is a list of arguments on purpose
+  step 0 kernelopt check "examples/$name/problem.py" --kernel "examples/$name/kernel.py" $(sizes "$name")
+  # shellcheck disable=SC2046
+  step 1 kernelopt check "examples/$name/problem.py" --kernel "examples/$name/kernel_wrong.py" $(sizes "$name")
+done
+
+# bench exits 1 without a GPU (nothing to time): that is the expected outcome here.
+# shellcheck disable=SC2046
+step $((1 - gpu)) kernelopt bench examples/softmax/problem.py --kernel examples/softmax/kernel.py $(sizes softmax)
+
+echo
+if [ "$failures" = 0 ]; then
+  echo "demo: all steps behaved as expected"
+else
+  echo "demo: $failures step(s) did not behave as expected" >&2
+  exit 1
+fi
