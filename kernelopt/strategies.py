@@ -17,6 +17,7 @@ anti-pattern lives in `pitfall`.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -138,7 +139,8 @@ def load_pack(path: str | Path, origin: str = "path") -> StrategyPack:
     """Load one pack; BadInput (exit 2) names file, line and field of the first error."""
     pack, report = check_pack(path, origin)
     if pack is None:
-        more = f" (and {len(report.errors) - 1} more: kernelopt strategies validate {path})" if len(report.errors) > 1 else ""
+        extra = len(report.errors) - 1
+        more = f" (and {extra} more: kernelopt strategies validate {path})" if extra else ""
         raise BadInput(report.errors[0] + more)
     return pack
 
@@ -209,7 +211,8 @@ def load_strategies(*, builtin: bool = True, env: bool = True, entry_points: boo
                 )
                 result.overrides.append(ov)
                 result.warnings.append(
-                    f"strategy {ov.strategy!r} of pack {ov.old_pack!r} overridden by pack {ov.new_pack!r} ({ov.new_path})"
+                    f"strategy {ov.strategy!r} of pack {ov.old_pack!r} overridden by pack "
+                    f"{ov.new_pack!r} ({ov.new_path})"
                 )
             result.strategies[strategy.id] = strategy
     return result
@@ -301,7 +304,8 @@ def _score(
 ) -> tuple[float, dict[str, float], list[str]] | None:
     """Score of `strategy` for bottleneck `b`, or None when a condition excludes it."""
     parts: dict[str, float] = {"confidence": b.confidence, "rank": 1.0 / (1 + rank)}
-    reasons = [f"addresses {b.category}" + (f"/{b.subcause}" if b.subcause else "") + f" (bottleneck #{rank + 1}, confidence {b.confidence:.2f})"]
+    what = b.category + (f"/{b.subcause}" if b.subcause else "")
+    reasons = [f"addresses {what} (bottleneck #{rank + 1}, confidence {b.confidence:.2f})"]
     if strategy.id in b.strategies:
         parts["rule"] = RULE_BOOST
         reasons.append(f"named by rule {b.rule_id}")
@@ -325,10 +329,7 @@ def _score(
             return None
         if hurts is None:
             reasons.append(f"`avoid_when: {strategy.avoid_when}` {why}")
-    score = 1.0
-    for v in parts.values():
-        score *= v
-    return score, parts, reasons
+    return math.prod(parts.values()), parts, reasons
 
 
 def recommend_strategies(
