@@ -252,11 +252,12 @@ class _Eval:
 
 
 def _evidence(left: ast.AST, right: ast.AST, lv: float, rv: float, op: str) -> Evidence:
-    label = f"{ast.unparse(left)} {op} {ast.unparse(right)}"
-    # Put the metric (a bare name if there is one) on the left, the threshold on the right.
+    # Put the metric (a bare name if there is one) on the left, the threshold on the right;
+    # the label is the comparison that holds, as text (`x >= 0.85 * y`).
     if not isinstance(left, ast.Name) and isinstance(right, ast.Name):
         left, right, lv, rv, op = right, left, rv, lv, _FLIPPED[op]
-    return Evidence(key=ast.unparse(left), value=lv, threshold=rv, op=op, label=label)
+    key = ast.unparse(left)
+    return Evidence(key=key, value=lv, threshold=rv, op=op, label=f"{key} {op} {ast.unparse(right)}")
 
 
 def _names(tree: ast.AST) -> frozenset[str]:

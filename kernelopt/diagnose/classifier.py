@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from kernelopt.diagnose.derived import derive
+from kernelopt.diagnose.derived import derive, incomplete_inputs
 from kernelopt.diagnose.packs import DEFAULT_PACK, Rule, RulePack, format_message, load_pack
 from kernelopt.models.diagnosis import Bottleneck, Diagnosis, Evidence
 from kernelopt.models.metrics import Metrics, RuleResult
@@ -102,7 +102,8 @@ class BottleneckClassifier:
         for rule in self.pack.rules:
             result = rule.when.evaluate(values)
             names = set(rule.when.names) | {n for c in rule.evidence for n in c.names}
-            missing = sorted(n for n in names if n not in values)
+            missing = sorted({n for n in names if n not in values} | set(incomplete_inputs(values, names)))
+            names |= set(missing)
             if result is None:
                 undetermined.append(rule.id)
                 missing_all.update(rule.when.missing(values))
@@ -115,6 +116,9 @@ class BottleneckClassifier:
                 missing_all.update(missing)
             found.append((result is True, rule.spec.priority, self._bottleneck(rule, values, missing, names, result is True, ncu)))
         found.sort(key=lambda t: (not t[0], -t[1], -t[2].confidence))
+        if any(decided for decided, _, _ in found):
+            # Undecided rules are only a fallback for sparse metrics; otherwise they are just named.
+            found = [t for t in found if t[0]]
         ranked: list[Bottleneck] = []
         seen: set[tuple[str, str | None]] = set()
         for _, _, b in found:
@@ -160,9 +164,10 @@ class BottleneckClassifier:
         evidence = rule.when.evidence(values)
         shown = {e.key for e in evidence}
         for cond in rule.evidence:
-            if cond.text in shown:
+            value = cond.value(values)
+            if cond.text in shown or value is None:  # an absent value is named in missing_metrics instead
                 continue
-            evidence.append(Evidence(key=cond.text, value=cond.value(values), label="cited"))
+            evidence.append(Evidence(key=cond.text, value=value, label="cited"))
         headroom = near = None
         if rule.limiter is not None:
             used = rule.limiter.value(values)
@@ -188,6 +193,33 @@ class BottleneckClassifier:
         )
 
 
+def select_kernel(metrics: Metrics, name: str) -> Metrics:
+    """A one-kernel view of `metrics` (by exact name, or a unique substring), classified on its own."""
+    exact = [k for k in metrics.kernels if k.name == name]
+    hits = exact or [k for k in metrics.kernels if name in k.name]
+    if len(hits) != 1:
+        from kernelopt.errors import BadInput
+
+        names = ", ".join(k.name for k in metrics.kernels) or "none"
+        raise BadInput(f"kernel {name!r}: {'no' if not hits else 'more than one'} profiled kernel matches (kernels: {names})")
+    kernel = hits[0].model_copy(update={"dominant": True, "time_fraction": 1.0})
+    return metrics.model_copy(update={"kernels": [kernel], "combined": {}})
+
+
+def _evidence_text(e: Evidence) -> str:
+    """`key = value  (op threshold)`, naming the threshold's expression when it is not a constant."""
+    if e.label == "cited" or e.op is None:
+        return f"{e.key} = {_fmt(e.value)}"
+    rhs = (e.label or "").partition(f"{e.key} {e.op} ")[2]
+    try:
+        float(rhs)
+        rhs = ""
+    except ValueError:
+        pass
+    threshold = f"{rhs} = {_fmt(e.threshold)}" if rhs else _fmt(e.threshold)
+    return f"{e.key} = {_fmt(e.value)}  ({e.op} {threshold})"
+
+
 def render(diagnosis: Diagnosis) -> str:
     """Short human explanation: the primary bottleneck, its evidence, then the others."""
     lines: list[str] = []
@@ -202,10 +234,7 @@ def render(diagnosis: Diagnosis) -> str:
         lines.append(f"PRIMARY: {p.category}{sub}{label}  (confidence {p.confidence:.2f})")
         lines.append(f"  {p.message}")
         for e in p.evidence:
-            if e.label == "cited":
-                lines.append(f"    {e.key} = {_fmt(e.value)}")
-            else:
-                lines.append(f"    {e.key} = {_fmt(e.value)}  ({e.op} {_fmt(e.threshold)})")
+            lines.append(f"    {_evidence_text(e)}")
         if p.headroom_pct is not None:
             state = "near the roofline" if p.near_roofline else "room left"
             lines.append(f"  headroom: {p.headroom_pct:.0f}% ({state})")

@@ -45,6 +45,28 @@ DERIVED: dict[str, str] = {
 }
 
 
+# Derived values that combine several inputs and are computed from whichever are present.
+PARTIAL_INPUTS: dict[str, tuple[str, ...]] = {
+    "max_stall": STALL_KEYS,
+    "dominant_stall_share": STALL_KEYS,
+    "max_pipe_pct": PIPE_KEYS,
+    "max_throughput_pct": ("sm_throughput_pct", "memory_throughput_pct"),
+    "onchip_throughput_pct": ("l1tex_throughput_pct", "l2_throughput_pct"),
+    "min_occupancy_limit": OCCUPANCY_LIMIT_KEYS,
+    "shared_bank_conflicts": ("shared_bank_conflicts_ld", "shared_bank_conflicts_st"),
+}
+
+
+def incomplete_inputs(values: dict[str, float], names: frozenset[str] | set[str]) -> list[str]:
+    """Inputs missing from the derived values among `names` that were computed from a partial set:
+    a rule reading `max_stall` with half the stall reasons absent is less certain, and says why."""
+    out: set[str] = set()
+    for name in names:
+        if name in PARTIAL_INPUTS and name in values:
+            out.update(k for k in PARTIAL_INPUTS[name] if k not in values)
+    return sorted(out)
+
+
 def _present(values: dict[str, float], keys: tuple[str, ...]) -> list[float]:
     out = []
     for k in keys:
