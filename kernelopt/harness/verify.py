@@ -332,10 +332,10 @@ def child_verify(args: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     device = args.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    interpreter = not device.startswith("cuda")
-    if interpreter:
+    if not device.startswith("cuda"):
         # Must happen before the candidate's @triton.jit runs: the decorator reads it.
         os.environ["TRITON_INTERPRET"] = "1"
+    interpreter = os.environ.get("TRITON_INTERPRET") == "1"
     trials = int(args.get("trials") or DEFAULT_TRIALS)
     base_seed = int(args.get("seed") or 0)
 
@@ -347,7 +347,7 @@ def child_verify(args: dict[str, Any]) -> dict[str, Any]:
             atol=atol, rtol=rtol, trials=trial_list,
         ).model_dump(mode="json")
 
-    if candidate.backend == "cuda" and interpreter:
+    if candidate.backend == "cuda" and not device.startswith("cuda"):
         a, r = resolve_tolerances(problem, problem.dtype, args.get("atol"), args.get("rtol"))
         try:
             _, note = compile_cuda_without_gpu(candidate)
