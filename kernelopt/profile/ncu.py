@@ -211,6 +211,9 @@ def static_profile(candidate: Candidate, problem: Problem, *, seed: int = 0, tim
     if candidate.backend == "cuda":
         static = ptxas_static(candidate)
     elif candidate.backend == "triton":
+        from kernelopt.harness.timing import require_cuda
+
+        require_cuda("the static report of a Triton kernel (its registers are known once loaded)")
         args = {"problem": problem.model_dump(mode="json"), "candidate": candidate.model_dump(mode="json"), "seed": seed}
         result = run_in_child("static", args, timeout_s=timeout_s)
         if not result.ok:
