@@ -1,0 +1,88 @@
+"""The diagnosis zoo: structure, correctness of every kernel and fix (Triton interpreter,
+small shapes), and the kernelopt pack's primary label on the committed H100 profiles."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelopt.models import CATEGORIES
+from kernelopt.problem import load_candidate, load_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = ROOT / "benchmarks" / "zoo"
+FIXTURES = ROOT / "tests" / "fixtures" / "zoo"
+
+
+def _run_zoo():
+    spec = importlib.util.spec_from_file_location("run_zoo", ZOO / "run_zoo.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["run_zoo"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+run_zoo = _run_zoo()
+ENTRIES = run_zoo.entries()
+NAMES = [e.name for e in ENTRIES]
+
+
+def test_zoo_covers_every_category_and_the_required_subcauses():
+    assert len(ENTRIES) >= 12
+    labels = {e.name: run_zoo.load_label(e) for e in ENTRIES}
+    assert {l["category"] for l in labels.values()} == set(CATEGORIES)
+    subcauses = {l["subcause"] for l in labels.values()}
+    for required in ("uncoalesced_access", "register_spill", "block_size", "grid_too_small", "long_scoreboard",
+                     "fma", "tensor", "barrier", "dram_bandwidth", "launch_overhead"):
+        assert required in subcauses, required
+    for entry in ENTRIES:
+        problem = load_problem(entry / "problem.py")
+        small = labels[entry.name]["small"]
+        assert set(small) <= set(problem.constants), entry.name  # the CPU shapes are real --set overrides
+        for variant in run_zoo.VARIANTS:
+            assert load_candidate(entry / f"{variant}.py").backend == "triton"
+
+
+@pytest.mark.parametrize("variant", run_zoo.VARIANTS)
+@pytest.mark.parametrize("name", NAMES)
+def test_zoo_kernel_and_fix_are_correct_at_small_sizes(name, variant):
+    # child_verify is the verification `kernelopt check` runs in its child; calling it here
+    # in-process saves one interpreter start per kernel (24 of them).
+    from kernelopt.harness.verify import child_verify
+
+    entry = ZOO / name
+    label = run_zoo.load_label(entry)
+    problem = load_problem(entry / "problem.py", {k: str(v) for k, v in label["small"].items()})
+    candidate = load_candidate(entry / f"{variant}.py")
+    result = child_verify({"problem": problem.model_dump(mode="json"), "candidate": candidate.model_dump(mode="json"),
+                           "device": "cpu", "trials": 1})
+    assert result["passed"], result["message"]
+
+
+def _profiled() -> list[str]:
+    return [n for n in NAMES if (FIXTURES / n / "kernel").is_dir()]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kernelopt_primary_label_matches_the_planted_bottleneck(name):
+    folder = FIXTURES / name / "kernel"
+    if not folder.is_dir():
+        pytest.skip(f"no GPU profile of zoo/{name} under {FIXTURES} (run benchmarks/zoo/run_zoo.py profile on a GPU)")
+    from kernelopt.diagnose.classifier import BottleneckClassifier, render
+
+    label = run_zoo.load_label(ZOO / name)
+    metrics = run_zoo.variant_metrics(folder)
+    assert metrics is not None, f"{folder}: no metrics.json or raw.csv"
+    diagnosis = BottleneckClassifier("kernelopt").classify(metrics)
+    assert diagnosis.primary is not None and diagnosis.primary.category == label["category"], render(diagnosis)
+
+
+def test_score_writes_the_accuracy_table(tmp_path):
+    if not _profiled():
+        pytest.skip(f"no zoo profiles under {FIXTURES}")
+    report = run_zoo.score(FIXTURES, tmp_path)
+    md = (tmp_path / "zoo_accuracy.md").read_text()
+    for pack in run_zoo.PACKS:
+        assert f"| {pack} |" in md
+        assert report["accuracy"][pack]["total"] == len(_profiled())
