@@ -73,7 +73,7 @@ def main() -> int:
                 times, errors = [], []
                 for _ in range(opts.repeats):
                     t0 = time.monotonic()
-                    res = run_in_child("profile", args, timeout_s=opts.timeout, prefix=prefix)
+                    res = run_in_child("profile", args, timeout_s=opts.timeout, prefix=prefix, env={"TRITON_INTERPRET": "0"})
                     times.append(round(time.monotonic() - t0, 3))
                     if not res.ok:
                         errors.append(f"{res.error_kind}: {res.message} {res.stderr_tail[-300:]}")

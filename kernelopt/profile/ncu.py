@@ -136,7 +136,8 @@ class NcuProfiler:
         rep.unlink(missing_ok=True)
         prefix = ncu_command(ncu, base, sections=self.sections, metrics=self.metrics)
         args = {"problem": problem.model_dump(mode="json"), "candidate": candidate.model_dump(mode="json"), "seed": seed}
-        result = run_in_child("profile", args, timeout_s=self.timeout_s, prefix=prefix)
+        # compiled kernels only: the Triton interpreter launches nothing ncu could profile
+        result = run_in_child("profile", args, timeout_s=self.timeout_s, prefix=prefix, env={"TRITON_INTERPRET": "0"})
         output = (result.extra.get("stdout_tail") or "") + "\n" + result.stderr_tail
         if result.error_kind == "timeout":
             raise ToolFailed(f"ncu timed out after {self.timeout_s:g} s profiling {candidate.name}")
@@ -215,7 +216,7 @@ def static_profile(candidate: Candidate, problem: Problem, *, seed: int = 0, tim
 
         require_cuda("the static report of a Triton kernel (its registers are known once loaded)")
         args = {"problem": problem.model_dump(mode="json"), "candidate": candidate.model_dump(mode="json"), "seed": seed}
-        result = run_in_child("static", args, timeout_s=timeout_s)
+        result = run_in_child("static", args, timeout_s=timeout_s, env={"TRITON_INTERPRET": "0"})
         if not result.ok:
             if result.error_kind in ("compile", "runtime", "crash", "timeout"):
                 raise CandidateFailed(f"{candidate.name}: {result.error_kind}: {result.message}")
