@@ -167,6 +167,7 @@ class ExperienceStore:
                 raise BadInput(f"{self.path}: experience database is locked by another process: {exc}") from None
             raise BadInput(f"{self.path}: not a usable experience database (corrupt?): {exc}") from None
         self._index_cache: tuple[Any, Any] | None = None
+        self._generation = 0
 
     # --- opening, validation, migrations
 
@@ -277,6 +278,7 @@ class ExperienceStore:
             self.conn.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
             return int(self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] - before)
 
+        self._generation += 1
         try:
             return self._write(insert)
         except sqlite3.IntegrityError as exc:
@@ -446,7 +448,9 @@ class ExperienceStore:
         """The per-process matrix view used by recommend (rebuilt when the database changed)."""
         from kernelopt.experience.recommend import build_index
 
-        key = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes)
+        # data_version moves when another connection commits; _generation when this one
+        # changes records (not when it caches an embedding: that must not cost a rebuild).
+        key = (self.conn.execute("PRAGMA data_version").fetchone()[0], self._generation)
         if self._index_cache is None or self._index_cache[0] != key:
             self._index_cache = (key, build_index(self))
         return self._index_cache[1]
@@ -500,6 +504,7 @@ class ExperienceStore:
                                          (json.dumps(prev + ids), head_id))
                     self.conn.executemany("UPDATE records SET merged_into = ? WHERE id = ?",
                                              [(head_id, i) for i in ids])
+            self._generation += 1
             self._write(apply)
         return folds
 
