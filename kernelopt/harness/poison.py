@@ -81,32 +81,54 @@ def poisoned_factories() -> Iterator[None]:
             setattr(torch.Tensor, name, fn)
 
 
-def poison_cuda_allocator(extra_bytes: int = 256 << 20, max_bytes: int = 8 << 30) -> int:
-    """Fill the caching allocator's free blocks (plus `extra_bytes` fresh ones) with poison.
+# Request sizes, largest first. Requests up to 1 MiB come from the allocator's small
+# pool (2 MiB segments, 512-byte granules), larger ones from the large pool; the
+# smallest of each pool reaches every cached fragment that pool can still hand out.
+_LARGE_SIZES = (256 << 20, 32 << 20, 4 << 20, (1 << 20) + 512)
+_SMALL_SIZES = (1 << 20, 128 << 10, 16 << 10, 2 << 10, 512)
+_MAX_REQUESTS_PER_SIZE = 4096
 
-    Tensors are allocated largest first until the cached free memory and some
-    fresh memory are used up, filled, and freed again without `empty_cache()`, so
-    the next allocations of the candidate (also in C++/CUDA extensions) are carved
-    out of poisoned blocks. Returns the number of bytes poisoned.
+
+def poison_cuda_allocator(
+    fresh_large_bytes: int = 256 << 20, fresh_small_bytes: int = 16 << 20, max_bytes: int = 8 << 30
+) -> int:
+    """Fill the caching allocator's free blocks, and some fresh ones, with poison.
+
+    Blocks are requested largest first, filled and kept; a size is given up (for
+    the next smaller one) when a request reserves new device memory beyond the
+    pool's `fresh_*_bytes` allowance, so every cached fragment, which holds stale
+    data such as an earlier reference result, ends up poisoned, and at most one
+    new segment per size overshoots the allowance (the unfilled rest of such a
+    segment is fresh memory, as the candidate would get anyway). Then all blocks
+    are freed without `empty_cache()`: the candidate's next allocations (also
+    those inside C++/CUDA extensions) are carved out of poisoned memory.
+    Returns the number of bytes poisoned.
     """
     import torch
 
     torch.cuda.synchronize()
-    cached_free = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-    device_free, _ = torch.cuda.mem_get_info()
-    budget = min(cached_free + extra_bytes, max_bytes, cached_free + max(device_free - (1 << 30), 0))
+    value = _PATTERN[4][1]
     blocks = []
-    remaining = budget
-    # Sizes span both of the allocator's pools (small blocks <= 1 MiB, large above).
-    for size in (256 << 20, 32 << 20, 4 << 20, 1 << 20, 128 << 10, 16 << 10, 2 << 10, 512):
-        while remaining >= size:
-            try:
-                block = torch.empty(size // 4, dtype=torch.int32, device="cuda")
-            except torch.OutOfMemoryError:
-                break
-            block.fill_(_PATTERN[4][1])
-            blocks.append(block)
-            remaining -= size
+    total = 0
+    for sizes, fresh_left in ((_LARGE_SIZES, fresh_large_bytes), (_SMALL_SIZES, fresh_small_bytes)):
+        for size in sizes:
+            for _ in range(_MAX_REQUESTS_PER_SIZE):
+                if total + size > max_bytes:
+                    break
+                before = torch.cuda.memory_reserved()
+                try:
+                    block = torch.empty(size // 4, dtype=torch.int32, device="cuda")
+                except torch.OutOfMemoryError:
+                    break
+                # Fill even the block that overdraws the allowance: once freed, its
+                # fresh memory stays cached and could be handed to the candidate.
+                block.fill_(value)
+                blocks.append(block)
+                total += size
+                grew = torch.cuda.memory_reserved() - before
+                fresh_left -= grew
+                if grew and fresh_left < 0:
+                    break  # smaller sizes still take what the cache holds
     torch.cuda.synchronize()
     del blocks
-    return budget - remaining
+    return total

@@ -90,6 +90,8 @@ def verify(
         "compile" if res.error_kind == "compile" else "runtime"
     )
     message = res.message or "failed"
+    if res.error_kind == "timeout" and not Path("/dev/nvidiactl").exists():
+        message += " (no GPU here: full-size problems are slow in the Triton interpreter; use --set for small shapes)"
     if res.error_kind == "crash" and res.stderr_tail.strip():
         message += ": " + res.stderr_tail.strip().splitlines()[-1][:300]
     a, r = resolve_tolerances(problem, problem.dtype, atol, rtol)
@@ -335,6 +337,10 @@ def child_verify(args: dict[str, Any]) -> dict[str, Any]:
     if not device.startswith("cuda"):
         # Must happen before the candidate's @triton.jit runs: the decorator reads it.
         os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        # The fp32 reference must be fp32: TF32 matmuls/convolutions would miss 1e-4.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     interpreter = os.environ.get("TRITON_INTERPRET") == "1"
     trials = int(args.get("trials") or DEFAULT_TRIALS)
     base_seed = int(args.get("seed") or 0)
