@@ -34,6 +34,7 @@ def worker(path: str, index: int, adds: int, start: "mp.synchronize.Event") -> N
 
 
 def main() -> None:
+    prov = provenance("python benchmarks/experience/bench_concurrency.py " + " ".join(sys.argv[1:]))  # at the start: loadavg before the run
     ap = argparse.ArgumentParser()
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--adds", type=int, default=500)
@@ -64,7 +65,7 @@ def main() -> None:
         "integrity_check": integrity, "seconds": round(elapsed, 2),
         "adds_per_second": round(total / elapsed, 1),
         "ok": total == args.procs * args.adds == distinct and all(p.exitcode == 0 for p in procs),
-        "provenance": provenance("python benchmarks/experience/bench_concurrency.py " + " ".join(sys.argv[1:])),
+        "provenance": prov,
     }
     print(write_result("concurrency", result))
     print({k: v for k, v in result.items() if k != "provenance"})

@@ -41,6 +41,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
+    prov = provenance("python benchmarks/experience/bench_perf.py " + " ".join(sys.argv[1:]))  # at the start: loadavg before the run
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=10_000)
     ap.add_argument("--kernels", type=int, default=500)
@@ -110,7 +111,7 @@ def main() -> None:
         "cold_cli_recommend_s": {"p50": round(statistics.median(cold), 3), "p90": round(pct(cold, 0.9), 3),
                                  "runs": args.cold, "goal_p50": 1.5, "all": [round(c, 3) for c in cold]},
         "cold_cli_add_s": {"p50": round(statistics.median(adds), 3), "runs": args.cold, "goal": 1.0},
-        "provenance": provenance("python benchmarks/experience/bench_perf.py " + " ".join(sys.argv[1:])),
+        "provenance": prov,
     }
     import shutil
 

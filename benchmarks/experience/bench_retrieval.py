@@ -11,6 +11,8 @@ a top-k hit when one of its expected strategies is among the first k recommendat
 Compared:
   kernelopt            ExperienceStore.recommend, experience only (packs left out)
   kernelopt+packs      the same with the strategy packs merged in (the default)
+  kernelopt_bm25_fallback
+                       experience only, no embedding model (KERNELOPT_NO_EMBEDDINGS=1): FTS5 BM25
   exact-match baseline each successful record scores kernel +40, backend +50, chip +20,
                        bottleneck +30 on exact (case-insensitive) equality; a strategy
                        scores its best record; ties go to more records, then the id
@@ -22,6 +24,7 @@ Writes benchmarks/experience/results/retrieval.json.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from collections import defaultdict
@@ -54,11 +57,12 @@ def exact_match(records: list[ExperienceRecord], s: Situation) -> list[str]:
 
 
 def main() -> None:
+    prov = provenance("python benchmarks/experience/bench_retrieval.py")  # at the start: loadavg before the run
     cases = [json.loads(line) for line in (HERE / "retrieval_set.jsonl").read_text().splitlines() if line.strip()]
     seed = seed_store()
     assert seed is not None
     records = seed.list()
-    hits: dict[str, dict[str, int]] = {m: {"top1": 0, "top3": 0} for m in ("kernelopt", "kernelopt+packs", "exact_match")}
+    hits: dict[str, dict[str, int]] = {m: {"top1": 0, "top3": 0} for m in ("kernelopt", "kernelopt+packs", "kernelopt_bm25_fallback", "exact_match")}
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ExperienceStore(Path(tmp) / "empty.db") as store:
         for case in cases:
@@ -69,6 +73,12 @@ def main() -> None:
                 "kernelopt+packs": [r.strategy for r in store.recommend(s, n=10).recommendations],
                 "exact_match": exact_match(records, s),
             }
+            os.environ["KERNELOPT_NO_EMBEDDINGS"] = "1"
+            try:
+                ranked["kernelopt_bm25_fallback"] = [
+                    r.strategy for r in store.recommend(s, n=10, include_packs=False).recommendations]
+            finally:
+                del os.environ["KERNELOPT_NO_EMBEDDINGS"]
             row = {"situation": case, "expected": sorted(expected)}
             for method, order in ranked.items():
                 hits[method]["top1"] += bool(expected & set(order[:1]))
@@ -82,7 +92,7 @@ def main() -> None:
         "rates": {m: {"top1": round(h["top1"] / n, 3), "top3": round(h["top3"] / n, 3),
                    "top1_hits": h["top1"], "top3_hits": h["top3"]} for m, h in hits.items()},
         "per_situation": rows,
-        "provenance": provenance("python benchmarks/experience/bench_retrieval.py"),
+        "provenance": prov,
     }
     print(write_result("retrieval", result))
     print(json.dumps(result["rates"], indent=1))
