@@ -1,6 +1,5 @@
-"""Fix: many small CTAs instead of one big CTA per row. Each row is split into chunks
-handled by 256-thread CTAs (grid rows x splits = many waves), so the last partial wave
-is a small fraction of the run; partial sums are combined with atomic adds."""
+"""Fix: many small CTAs (256 elements, 2 warps each): 140 x 32 = 4480 CTAs spread evenly
+over the SMs, so no SM ends up with much more work than the others."""
 
 import torch
 import triton
@@ -8,22 +7,18 @@ import triton.language as tl
 
 
 @triton.jit
-def rowsum_split_kernel(x_ptr, y_ptr, cols, chunk, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    start0 = tl.program_id(1) * chunk
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, chunk, BLOCK):
-        offs = start0 + start + tl.arange(0, BLOCK)
-        acc += tl.load(x_ptr + row * cols + offs, mask=(offs < cols) & (start + tl.arange(0, BLOCK) < chunk), other=0.0)
-    tl.atomic_add(y_ptr + row, tl.sum(acc, axis=0))
+def iterate_kernel(x_ptr, y_ptr, n, iters, a, b, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    for _ in range(iters):
+        x = x * a + b
+    tl.store(y_ptr + offs, x, mask=mask)
 
 
-def kernel_function(x: torch.Tensor) -> torch.Tensor:
+def kernel_function(x: torch.Tensor, ITERS: int, A: float, B: float) -> torch.Tensor:
     x = x.contiguous()
-    rows, cols = x.shape
-    block = 4096
-    chunk = 16 * block  # 64 Ki elements per CTA
-    split = triton.cdiv(cols, chunk)
-    y = torch.zeros(rows, device=x.device, dtype=torch.float32)
-    rowsum_split_kernel[(rows, split)](x, y, cols, chunk, BLOCK=block, num_warps=8)
+    n = x.numel()
+    y = torch.empty_like(x)
+    iterate_kernel[(triton.cdiv(n, 256),)](x, y, n, ITERS, A, B, BLOCK=256, num_warps=2)
     return y
