@@ -22,7 +22,7 @@ for phase in "$@"; do
       log "tests/gpu"
       python3 -m pytest -q tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/r/gpu_tests_${gpu}.txt" | tail -25 ;;
     env)
-      python3 -m kernelopt.cli env --json > "$OUT/r/env_${gpu}.json" 2>&1; head -c 1500 "$OUT/r/env_${gpu}.json" ;;
+      python3 -m kernelopt env --json > "$OUT/r/env_${gpu}.json" 2>&1; head -c 1500 "$OUT/r/env_${gpu}.json" ;;
     timing)
       log "timing stability"
       python3 benchmarks/timing_stability.py "$OUT/r/timing_stability_${gpu}.json" 2>&1 | tail -20 ;;
