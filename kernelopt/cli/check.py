@@ -24,7 +24,8 @@ def render_verification(v: Verification) -> str:
             lines.append(f"{number:>5} {trial.seed:>5}   -  {'-':<16} {'-':<9} {'-':>11} {'-':>10} {'-':>10}  "
                          f"{'ok' if trial.passed else 'FAIL'}")
     if v.passed:
-        lines.append(f"PASS: correct in {len(v.trials)} trials")
+        count = len(v.trials)
+        lines.append(f"PASS: correct in {count} trial{'s' if count != 1 else ''}")
     else:
         lines.append(f"FAIL ({v.reason}): {v.message}")
     return "\n".join(lines)

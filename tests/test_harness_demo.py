@@ -1,0 +1,20 @@
+"""examples/demo.sh, the README's demo, works on a machine without a GPU."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_demo_script_runs_on_cpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the demo runs full-size problems; run it by hand")
+    proc = subprocess.run(["bash", str(ROOT / "examples" / "demo.sh")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("PASS: correct in 3 trials") == 3
+    assert proc.stdout.count("FAIL (incorrect)") == 3
+    assert "demo: all steps behaved as expected" in proc.stdout
