@@ -208,6 +208,10 @@ def _describe_check(c: OutputCheck, atol: float, rtol: float) -> str:
     )
 
 
+def _candidate_reason(exc: ChildError) -> FailureReason:
+    return "compile" if exc.kind == "compile" else "runtime"
+
+
 def _judge_trial(
     prepared: Any,
     seed: int,
@@ -218,12 +222,11 @@ def _judge_trial(
     """Run one trial; returns it and (candidate outputs, reference outputs) for the next one."""
     import torch
 
+    from kernelopt.harness.binding import clone_values
     from kernelopt.harness.poison import poison_cuda_allocator, poisoned_factories
 
     cuda = prepared.device.startswith("cuda")
     inputs = prepared.make_inputs(seed)
-    from kernelopt.harness.binding import clone_values
-
     ref_out = prepared.reference(clone_values(inputs))
     if cuda:
         torch.cuda.synchronize()
@@ -234,8 +237,7 @@ def _judge_trial(
         with poisoned_factories():
             out = prepared.candidate(inputs)
     except ChildError as exc:
-        return Trial(seed=seed, passed=False, reason=exc.kind if exc.kind in ("compile", "runtime") else "runtime",  # type: ignore[arg-type]
-                     message=str(exc)), None
+        return Trial(seed=seed, passed=False, reason=_candidate_reason(exc), message=str(exc)), None
 
     def fail(reason: FailureReason, message: str, checks: list[OutputCheck] | None = None) -> tuple[Trial, Any]:
         return Trial(seed=seed, passed=False, reason=reason, message=message, outputs=checks or []), (out, ref_out)
@@ -367,7 +369,7 @@ def child_verify(args: dict[str, Any]) -> dict[str, Any]:
         prepared = prepare(problem, candidate, device=device, seed=base_seed)
     except ChildError as exc:
         a, r = resolve_tolerances(problem, problem.dtype, args.get("atol"), args.get("rtol"))
-        return result(False, exc.kind if exc.kind in ("compile", "runtime") else "runtime", str(exc), a, r, [])  # type: ignore[arg-type]
+        return result(False, _candidate_reason(exc), str(exc), a, r, [])
     # The tolerance follows the outputs' dtype unless --dtype or the flags say otherwise.
     probe = prepared.reference(prepared.make_inputs(base_seed))
     atol, rtol = resolve_tolerances(problem, problem.dtype or _outputs_dtype(probe), args.get("atol"), args.get("rtol"))
