@@ -62,6 +62,10 @@ def test_pack_recommendations_are_merged(store: ExperienceStore) -> None:
     assert by_id["single-pass-row"].source == "both" and "pack" in by_id["single-pass-row"].parts
     assert any(r.source == "pack" and not r.records for r in answer.recommendations)
     assert answer.recommendations[0].strategy == "single-pass-row"
+    # The packs' anti-patterns for a DRAM-bound Triton kernel come with the known failures.
+    pack_failures = [f for f in answer.known_failures if f.source == "pack"]
+    assert "anti-more-warps-on-bandwidth-bound" in {f.strategy for f in pack_failures}
+    assert all(f.similarity is None and f.reason.startswith("pack anti-pattern") for f in pack_failures)
 
 
 def test_bm25_fallback_without_a_model(store: ExperienceStore, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,8 @@ strategy that cured a compute-bound kernel says nothing about a DRAM-bound one):
           + PACK_WEIGHT * pack         the strategy packs' own score for the diagnosis, scaled to [0, 1]
 
 Strategies that failed (outcome failure/incorrect) in a situation at least
-FAILURE_RELEVANCE relevant are listed as known failures.
+FAILURE_RELEVANCE relevant are listed as known failures, followed (with the packs)
+by the packs' anti-patterns for the bottleneck that no record already lists.
 """
 
 from __future__ import annotations
@@ -95,13 +96,23 @@ def build_index(store: "ExperienceStore") -> Index:
     rows: list[tuple[Any, ...]] = []
     # The chip column falls back to the device name: chip_family knows both spellings.
     sql = ("SELECT id, kernel, backend, COALESCE(chip, device), bottleneck, stall, strategies, outcome, speedup, "
-           "merged_from, situation FROM records WHERE merged_into IS NULL")
+           "merged_from FROM records WHERE merged_into IS NULL")
     rows += [(False, *r) for r in store.conn.execute(sql)]
     seed = store._seed()
     if seed is not None:
         rows += [(True, *r) for r in seed.conn.execute(sql)]
+    from kernelopt.experience.store import situation_text
+
+    # Computed from the kernel, once per distinct kernel: the stored `situation` column
+    # only feeds full-text search.
+    text_of: dict[str, str] = {}
     situations: dict[str, int] = {}
-    sit_idx = [situations.setdefault(r[11], len(situations)) for r in rows]
+    sit_idx = []
+    for r in rows:
+        text = text_of.get(r[2])
+        if text is None:
+            text = text_of[r[2]] = situation_text(r[2])
+        sit_idx.append(situations.setdefault(text, len(situations)))
     lower = lambda v: (v or "").strip().lower()  # noqa: E731
     return Index(
         ids=[r[1] for r in rows],
@@ -177,8 +188,9 @@ def _gain(speedup: float) -> float:
     return min(1.0, max(0.05, math.log2(speedup))) if speedup > 1 else 0.05
 
 
-def _pack_recommendations(situation: Situation, notes: list[str]) -> list[Recommendation]:
-    """The strategy packs' recommendations for the situation's bottleneck (none if packs are unavailable)."""
+def _pack_recommendations(situation: Situation, notes: list[str], anti_patterns: bool = False) -> list[Recommendation]:
+    """The strategy packs' recommendations for the situation's bottleneck (none if packs are unavailable);
+    with `anti_patterns`, the packs' "don't do this here" entries instead."""
     if situation.bottleneck is None or situation.backend is None:
         return []
     try:
@@ -193,7 +205,8 @@ def _pack_recommendations(situation: Situation, notes: list[str]) -> list[Recomm
         message="given by the caller", rule_id="experience.situation",
     )
     diagnosis = Diagnosis(primary=primary, bottlenecks=[primary], rules_pack="experience", kernel=situation.kernel)
-    return list(recommend_strategies(diagnosis, situation.backend, situation.metrics, strategies=_strategy_set()))
+    return list(recommend_strategies(diagnosis, situation.backend, situation.metrics, strategies=_strategy_set(),
+                                     anti_patterns=anti_patterns))
 
 
 @functools.lru_cache(maxsize=1)
@@ -278,7 +291,14 @@ def recommend(store: "ExperienceStore", situation: Situation, n: int = 5, *, inc
             reason=f"{sum(counts.values())} failed tr{'y' if sum(counts.values()) == 1 else 'ies'} in similar situations; "
                    f"closest: {idx.kernel[members[0]]}" + (f" ({worst:.2f}x)" if worst is not None else ""),
         ))
-    known.sort(key=lambda f: (-f.similarity, f.strategy))
+    known.sort(key=lambda f: (-(f.similarity or 0.0), f.strategy))
+    if include_packs:
+        listed = {f.strategy for f in known}
+        known += [
+            KnownFailure(strategy=p.strategy, reason=f"pack anti-pattern: {p.title or p.strategy}; {p.reason}",
+                         source="pack")
+            for p in _pack_recommendations(situation, [], anti_patterns=True) if p.strategy not in listed
+        ]
     return ExperienceAnswer(recommendations=ranked, known_failures=known, retrieval=mode, notes=notes)
 
 

@@ -396,9 +396,14 @@ class ExperienceStore:
             out.update({t: v for t, v in zip(missing, vecs)})
         return out
 
+    def situation_texts(self) -> list[str]:
+        """The distinct texts to embed, computed from the kernel column (so a change of
+        `situation_text` never leaves stale stored texts behind)."""
+        kernels = [r[0] for r in self.conn.execute("SELECT DISTINCT kernel FROM records")]
+        return list(dict.fromkeys(situation_text(k) for k in kernels))
+
     def unindexed(self, model: str) -> int:
-        rows = self.conn.execute("SELECT DISTINCT situation FROM records").fetchall()
-        shas = [text_sha(model, r[0]) for r in rows]
+        shas = [text_sha(model, t) for t in self.situation_texts()]
         return len(shas) - len(self._embedding_rows(model, shas))
 
     def reindex(self, model: str | None = None) -> int:
@@ -409,7 +414,7 @@ class ExperienceStore:
         embedder = load_embedder(model)
         if embedder is None:
             return 0
-        texts = [r[0] for r in self.conn.execute("SELECT DISTINCT situation FROM records")]
+        texts = self.situation_texts()
         shas = [text_sha(embedder.name, t) for t in texts]
         have = self._embedding_rows(embedder.name, shas)
         missing = [t for t, s in zip(texts, shas) if s not in have]

@@ -65,8 +65,9 @@ class KnownFailure(Model):
     records: list[str] = Field(default_factory=list)
     outcomes: dict[str, int] = Field(default_factory=dict)
     worst_speedup: float | None = None
-    similarity: float
+    similarity: float | None = Field(None, description="relevance of the closest failed record; None for a pack anti-pattern")
     reason: str
+    source: Literal["experience", "pack"] = "experience"
 
 
 class ExperienceAnswer(Model):
