@@ -6,8 +6,8 @@ caller. Inside the child, each trial draws fresh inputs with its own seed,
 computes the reference on clones of them, then runs the candidate with its memory
 poisoned (`kernelopt.harness.poison`) and checks, in this order:
 
-  shape_mismatch    an output is missing or has another shape
   hidden_stream     outputs change after a device-wide synchronize (CUDA only)
+  shape_mismatch    an output is missing or has another shape
   unwritten_output  an output element still holds the poison pattern
   cached_result     the output equals the previous trial's while the reference changed
   modified_input    an input differs from its clone after the call
@@ -16,8 +16,8 @@ poisoned (`kernelopt.harness.poison`) and checks, in this order:
 
 Whether a GPU is used is decided in the child (the parent never imports torch):
 without CUDA the child sets TRITON_INTERPRET=1 before anything imports Triton and
-runs on CPU tensors; a CUDA candidate is then compiled with nvcc where it exists
-and reported as `needs_gpu`.
+runs on CPU tensors, and a CUDA candidate is compiled with nvcc where it exists
+and reported as `needs_gpu`; with CUDA it sets TRITON_INTERPRET=0.
 """
 
 from __future__ import annotations
@@ -336,14 +336,14 @@ def child_verify(args: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     device = args.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    if not device.startswith("cuda"):
-        # Must happen before the candidate's @triton.jit runs: the decorator reads it.
-        os.environ["TRITON_INTERPRET"] = "1"
-    else:
+    interpreter = not device.startswith("cuda")
+    # Must be set before the candidate's @triton.jit runs (the decorator reads it);
+    # on a GPU it is forced off, whatever the caller's environment says.
+    os.environ["TRITON_INTERPRET"] = "1" if interpreter else "0"
+    if not interpreter:
         # The fp32 reference must be fp32: TF32 matmuls/convolutions would miss 1e-4.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    interpreter = os.environ.get("TRITON_INTERPRET") == "1"
     trials = int(args.get("trials") or DEFAULT_TRIALS)
     base_seed = int(args.get("seed") or 0)
 
@@ -390,5 +390,5 @@ def _device_name(device: str) -> str:
         import torch
 
         return f"{device} ({torch.cuda.get_device_name()})"
-    return f"{device} (Triton interpreter)" if os.environ.get("TRITON_INTERPRET") == "1" else device
+    return f"{device} (Triton interpreter)"
 
