@@ -63,6 +63,8 @@ def test_reference_settings_from_modules():
     assert s["stride"] == (2, 2) and s["padding"] == (1, 1) and s["kernel_size"] == (3, 3) and s["groups"] == 1
     assert s["eps"] == 1e-3 and s["dilation"] == (1, 1)
     assert "training" not in s
+    s = reference_settings(nn.Conv1d(2, 2, 1, bias=False))
+    assert "bias" in s and s["bias"] is None
 
 
 def test_bind_kernel_function_by_name_and_defaults():

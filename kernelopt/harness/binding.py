@@ -115,8 +115,10 @@ def reference_settings(model: Any, problem_module: types.ModuleType | None = Non
     for path, module in model.named_modules():
         prefix = path.replace(".", "_")
         entries: list[tuple[str, Any]] = []
-        entries += list(module.named_parameters(recurse=False))
-        entries += list(module.named_buffers(recurse=False))
+        # _parameters keeps None entries (Conv2d(bias=False).bias): a `bias`
+        # parameter of kernel_function must then receive None.
+        entries += list(getattr(module, "_parameters", {}).items())
+        entries += list(getattr(module, "_buffers", {}).items())
         for attr, value in vars(module).items():
             if attr.startswith("_") or attr in _NOT_SETTINGS:
                 continue
