@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelopt.experience.importers import read_records, record_from_dict
+from kernelopt.experience.importers import record_from_dict
 from kernelopt.experience.store import ExperienceStore, seed_store
 from kernelopt.models import Situation
 

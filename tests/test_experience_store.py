@@ -69,6 +69,22 @@ def test_truncated_sqlite_database_is_bad_input(tmp_path: Path) -> None:
     assert str(path) in str(info.value)
 
 
+def test_damage_found_after_opening_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.db"
+    with ExperienceStore(path, seed=False) as store:
+        store.add_many([rec(kernel=f"k{i}", notes="x" * 2000) for i in range(300)])
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    page = 4096
+    # Keep the header page (schema readable), scramble the data pages behind it.
+    data[4 * page:-page] = os.urandom(len(data) - 5 * page)
+    path.write_bytes(bytes(data))
+    with pytest.raises(BadInput, match="damaged|corrupt") as info:
+        with ExperienceStore(path) as store:
+            store.list()
+    assert str(path) in str(info.value)
+
+
 def test_foreign_database_is_refused_not_emptied(tmp_path: Path) -> None:
     path = tmp_path / "foreign.db"
     conn = sqlite3.connect(path)

@@ -84,7 +84,7 @@ def text_sha(model: str, text: str) -> str:
     return hashlib.sha1(f"{model}\0{text}".encode()).hexdigest()
 
 
-def _retry(fn: Callable[[], T], what: str, attempts: int = 50) -> T:
+def _retry(fn: Callable[[], T], attempts: int = 50) -> T:
     delay = 0.01
     for i in range(attempts):
         try:
@@ -168,6 +168,7 @@ class ExperienceStore:
             raise BadInput(f"{self.path}: not a usable experience database (corrupt?): {exc}") from None
         self._index_cache: tuple[Any, Any] | None = None
         self._generation = 0
+        self._columns: list[str] | None = None
 
     # --- opening, validation, migrations
 
@@ -187,7 +188,7 @@ class ExperienceStore:
     def _open(self) -> None:
         conn = self.conn
         if self.path != ":memory:":
-            _retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone(), "wal")
+            _retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
         conn.execute("PRAGMA synchronous = NORMAL")
         version = self._version_checked()
         if version < SCHEMA_VERSION:
@@ -245,7 +246,7 @@ class ExperienceStore:
             conn.execute("COMMIT")
             return out
 
-        return _retry(attempt, "write")
+        return _retry(attempt)
 
     def close(self) -> None:
         self.conn.close()
@@ -253,8 +254,12 @@ class ExperienceStore:
     def __enter__(self) -> "ExperienceStore":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         self.close()
+        # Damage found after opening (a page read fails) is bad input, not a crash.
+        if isinstance(exc, sqlite3.DatabaseError) and not (
+                isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
+            raise BadInput(f"{self.path}: experience database is damaged or unreadable: {exc}") from None
 
     # --- writing
 
@@ -295,13 +300,10 @@ class ExperienceStore:
             raise BadInput(f"no experience record with id {record_id!r}")
         return _row_to_record(self._as_dict(row))
 
-    def _as_dict(self, row: sqlite3.Row | tuple[Any, ...], cursor: sqlite3.Cursor | None = None) -> dict[str, Any]:
-        cols = self._columns()
-        return dict(zip(cols, row))
-
-    @functools.lru_cache(maxsize=1)
-    def _columns(self) -> list[str]:
-        return [r[1] for r in self.conn.execute("PRAGMA table_info(records)")]
+    def _as_dict(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        if self._columns is None:
+            self._columns = [r[1] for r in self.conn.execute("PRAGMA table_info(records)")]
+        return dict(zip(self._columns, row))
 
     def count(self, include_merged: bool = False) -> int:
         where = "" if include_merged else " WHERE merged_into IS NULL"
