@@ -34,6 +34,16 @@ def test_add_get_list_roundtrip(tmp_path: Path) -> None:
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_outcome_is_derived_for_records_built_directly(tmp_path: Path) -> None:
+    with ExperienceStore(tmp_path / "e.db", seed=False) as store:
+        fast = ExperienceRecord(kernel="a", speedup=1.2)
+        wrong = ExperienceRecord(kernel="b", speedup=2.0, correct=False)
+        store.add_many([fast, wrong, ExperienceRecord(kernel="c")])
+        assert [store.get(r.id).outcome for r in (fast, wrong)] == ["success", "incorrect"]
+        assert store.list(kernel="c")[0].outcome is None
+        assert store.add(ExperienceRecord(kernel="d", speedup=0.5)).outcome == "failure"
+
+
 def test_duplicate_id_is_bad_input(tmp_path: Path) -> None:
     with ExperienceStore(tmp_path / "e.db", seed=False) as store:
         r = store.add(rec())

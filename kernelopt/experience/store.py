@@ -127,6 +127,15 @@ MIGRATIONS: list[Callable[[Any], None]] = [_migrate_v1, _migrate_v2]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
+def _with_outcome(rec: ExperienceRecord) -> ExperienceRecord:
+    """A record built directly (not through record_from_dict) gets its outcome by the same thresholds."""
+    from kernelopt.experience.labels import derive_outcome
+
+    if rec.outcome is None and (rec.speedup is not None or rec.correct is False):
+        return rec.model_copy(update={"outcome": derive_outcome(rec.speedup, rec.correct)})
+    return rec
+
+
 def _row_to_record(row: dict[str, Any]) -> ExperienceRecord:
     data = {k: row.get(k) for k in _TEXT_COLS + _REAL_COLS}
     for col in _JSON_COLS:
@@ -264,13 +273,15 @@ class ExperienceStore:
     # --- writing
 
     def add(self, record: ExperienceRecord) -> ExperienceRecord:
+        """Insert one record; returns it as stored (outcome derived when it was not given)."""
+        record = _with_outcome(record)
         self.add_many([record])
         return record
 
     def add_many(self, records: Iterable[ExperienceRecord], *, skip_existing: bool = False) -> int:
         """Insert records in one transaction; returns how many were new. Ids already present
         raise BadInput unless `skip_existing` (import is idempotent: same UUID, same record)."""
-        rows = [_record_to_row(r) for r in records]
+        rows = [_record_to_row(_with_outcome(r)) for r in records]
         if not rows:
             return 0
         cols = list(rows[0])
