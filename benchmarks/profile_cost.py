@@ -15,7 +15,6 @@ with per-run seconds, report sizes and provenance. Needs a CUDA GPU and ncu.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -29,24 +28,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def main() -> int:
-    from profile_fixtures import environment, example_pairs, parse_pair
+    from profile_fixtures import arguments, environment, example_pairs, parse_pair, require_ncu
 
-    from kernelopt.harness.envinfo import find_tool
     from kernelopt.harness.isolate import run_in_child
     from kernelopt.problem import load_candidate, load_problem
     from kernelopt.profile.ncu import EXTRA_METRICS, SECTIONS, ncu_command
     from kernelopt.profile.target import NVTX_RANGE
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path)
-    ap.add_argument("pairs", nargs="*")
+    ap = arguments(__doc__ or "", "out")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--timeout", type=float, default=300.0)
     opts = ap.parse_args()
-    ncu = find_tool("ncu")
-    if ncu is None:
-        print("ncu not found", file=sys.stderr)
-        return 2
+    ncu = require_ncu()
     pairs = [parse_pair(p) for p in opts.pairs] or example_pairs()
     results: list[dict[str, object]] = []
     doc: dict[str, object] = {

@@ -38,6 +38,24 @@ def parse_pair(text: str) -> tuple[str, Path, Path]:
     return name, Path(problem), Path(kernel)
 
 
+def arguments(doc: str, out_name: str) -> argparse.ArgumentParser:
+    """The options both GPU scripts take: an output path, pairs, a per-run time limit."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(out_name, type=Path)
+    ap.add_argument("pairs", nargs="*", help="NAME=PROBLEM.py:KERNEL.py (default: every examples/*/ pair)")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    return ap
+
+
+def require_ncu() -> str:
+    from kernelopt.harness.envinfo import find_tool
+
+    ncu = find_tool("ncu")
+    if ncu is None:
+        raise SystemExit("ncu not found (PATH, CUDA_HOME/bin, /opt/nvidia/nsight-compute)")
+    return ncu
+
+
 def tool_out(argv: list[str], timeout: float = 120) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     return proc.stdout if proc.returncode == 0 else proc.stdout + proc.stderr
@@ -61,22 +79,15 @@ def environment(ncu: str) -> dict[str, object]:
 
 
 def main() -> int:
-    from kernelopt.harness.envinfo import find_tool
     from kernelopt.problem import load_candidate, load_problem
     from kernelopt.profile.ncu import EXTRA_METRICS, NcuProfiler, ncu_command, supported_metrics
     from kernelopt.profile.report import write_outputs
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("outdir", type=Path)
-    ap.add_argument("pairs", nargs="*", help="NAME=PROBLEM.py:KERNEL.py (default: every examples/*/ pair)")
+    ap = arguments(__doc__ or "", "outdir")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--max-rep-bytes", type=int, default=1 << 20)
-    ap.add_argument("--timeout", type=float, default=300.0)
     opts = ap.parse_args()
-    ncu = find_tool("ncu")
-    if ncu is None:
-        print("ncu not found", file=sys.stderr)
-        return 2
+    ncu = require_ncu()
     env = environment(ncu)
     metrics_ok, dropped = supported_metrics(ncu, EXTRA_METRICS)
     if dropped:
