@@ -125,3 +125,4 @@ def test_seed_records_are_curated_without_invented_speedups() -> None:
         if r.source == "curated":
             assert r.speedup is None and r.notes and "curated" in r.notes
         assert set(r.strategies) <= known, r.strategies
+

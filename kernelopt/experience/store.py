@@ -404,8 +404,13 @@ class ExperienceStore:
         if missing:
             vecs = embedder.encode(missing)
             rows = [(embedder.name, shas[t], int(v.shape[0]), v.astype(np.float32).tobytes()) for t, v in zip(missing, vecs)]
-            self._write(lambda: self.conn.executemany(
-                "INSERT OR REPLACE INTO text_embeddings (model, sha, dim, vector) VALUES (?, ?, ?, ?)", rows))
+            try:
+                self._write(lambda: self.conn.executemany(
+                    "INSERT OR REPLACE INTO text_embeddings (model, sha, dim, vector) VALUES (?, ?, ?, ?)", rows))
+            except sqlite3.OperationalError as exc:
+                if "readonly" not in str(exc):
+                    raise
+                # The cache is an optimisation: a database we may not write still answers.
             out.update({t: v for t, v in zip(missing, vecs)})
         return out
 
