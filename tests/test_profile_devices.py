@@ -81,3 +81,38 @@ def test_live_fixture_roofline_is_consistent():
     v = m.combined
     assert m.roofline.dram_fraction == pytest.approx(v["dram_bytes"] / (v["duration_ns"] * 1e-9) / 4.8e12)
     assert 0 < m.roofline.dram_fraction < 1 and 0 < m.roofline.compute_fraction < 1
+
+
+@pytest.mark.parametrize("example", ["softmax", "matvec", "rmsnorm"])
+def test_roofline_agrees_with_ncu_own_utilisation(example: str):
+    """Independent checks on real H200 reports: bytes/duration over the datasheet bandwidth is
+    ncu's DRAM throughput, and FLOPs/duration over the clock-scaled FP32 peak never exceeds
+    the FMA pipe's utilisation (an FP32 FMA pipe at 100% is the FP32 peak)."""
+    from kernelopt.profile import import_metrics
+
+    m = import_metrics(FX / example / "profile.ncu-rep")
+    v, r = m.values(), m.roofline
+    assert r.dram_fraction == pytest.approx(v["dram_throughput_pct"] / 100, rel=0.03)
+    assert r.sm_clock_scale == pytest.approx(v["sm_frequency_hz"] / (v["sm_max_frequency_khz"] * 1e3))
+    assert 0.5 < r.sm_clock_scale < 1
+    assert r.compute_fraction <= v["pipe_fma_pct"] / 100 + 0.01
+
+
+def test_clock_scaled_peak_is_exact_for_an_fma_bound_kernel(tmp_path):
+    """An FMA-only kernel at 90% FMA pipe utilisation reads 0.90 of the clock-scaled peak."""
+    import json
+
+    from kernelopt.profile import import_metrics
+
+    dump = {"device": "NVIDIA H200", "metrics": {"fma": {
+        "gpu__time_duration.sum": {"value": 1.0, "unit": "ms"},
+        "gpc__cycles_elapsed.avg.per_second": {"value": 1.5, "unit": "Ghz"},
+        "device__attribute_clock_rate": 2000000,
+        "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 0,
+        "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum": 0,
+        "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 0.9 * 67e12 * 0.75 * 1e-3 / 2}}}
+    p = tmp_path / "d.json"
+    p.write_text(json.dumps(dump))
+    m = import_metrics(p)
+    assert m.roofline.sm_clock_scale == pytest.approx(0.75)
+    assert m.roofline.compute_fraction == pytest.approx(0.9)

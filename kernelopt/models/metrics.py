@@ -65,6 +65,9 @@ class Roofline(Model):
     peak_flops_per_s: float | None = None
     precision: str | None = None
     measured: bool = False
+    sm_clock_scale: float | None = Field(
+        None, description="profiled SM clock / max SM clock, applied to datasheet FLOP peaks (ncu locks base clocks)"
+    )
     achieved_bytes_per_s: float | None = None
     achieved_flops_per_s: float | None = None
     dram_fraction: float | None = None

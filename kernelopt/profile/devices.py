@@ -208,7 +208,14 @@ def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
         precision = max(counts, key=lambda p: counts[p])
         out.precision = precision
         out.achieved_flops_per_s = counts[precision] / seconds
-        peak = (measured.flops.get(precision) if measured else None) or (spec.flops.get(precision) if spec else None)
+        peak = measured.flops.get(precision) if measured else None
+        if peak is None and spec is not None and spec.flops.get(precision):
+            peak = spec.flops[precision]
+            # Datasheet peaks hold at the maximum clock; ncu profiles at base clock by default.
+            clock, max_khz = values.get("sm_frequency_hz"), values.get("sm_max_frequency_khz")
+            if clock and max_khz and clock < max_khz * 1e3:
+                out.sm_clock_scale = clock / (max_khz * 1e3)
+                peak *= out.sm_clock_scale
         out.peak_flops_per_s = peak
         if peak:
             out.compute_fraction = out.achieved_flops_per_s / peak
@@ -222,7 +229,10 @@ def attach_roofline(metrics: Metrics) -> Metrics:
         return metrics
     metrics.roofline = roof
     which = "measured ceilings (kernelopt env --measure)" if roof.measured else "datasheet peaks"
-    metrics.notes.append(f"roofline fractions are relative to {which} of {roof.device}")
+    note = f"roofline fractions are relative to {which} of {roof.device}"
+    if roof.sm_clock_scale:
+        note += f"; the FLOP peak is scaled by {roof.sm_clock_scale:.3f} to the SM clock ncu profiled at"
+    metrics.notes.append(note)
     for key, value in (("dram_roofline_fraction", roof.dram_fraction), ("compute_roofline_fraction", roof.compute_fraction)):
         if value is not None and metrics.combined is not None:
             metrics.combined[key] = value

@@ -21,6 +21,11 @@ from kernelopt.profile.catalog import RawValue, load_catalog, parse_value
 
 # Device/host description metrics: one copy per kernel is noise in the output.
 _DROP_PREFIXES = ("device__attribute_", "nvlink__", "numa__", "profiler__", "c2clink__")
+_KEEP = {"device__attribute_multiprocessor_count", "device__attribute_clock_rate"}  # read by the catalog
+
+
+def _dropped(name: str) -> bool:
+    return name.startswith(_DROP_PREFIXES) and name not in _KEEP
 # A kernel at least this share of the longest kernel's time is marked dominant too.
 DOMINANT_RATIO = 0.5
 
@@ -91,7 +96,7 @@ def read_ncu_csv(text: str, path: str | Path = "<csv>") -> list[RawKernel]:
         cells = dict(zip(header, row))
         raw: dict[str, RawValue] = {}
         for col, unit in zip(header, units):
-            if "__" not in col or col.startswith(_DROP_PREFIXES):
+            if "__" not in col or _dropped(col):
                 continue
             raw[col] = (parse_value(cells[col]), unit or None)
         name = cells.get("Kernel Name", "")
@@ -179,7 +184,7 @@ def read_ncu_rep(path: str | Path) -> list[RawKernel]:
                     continue
                 if name == "device__attribute_display_name":
                     device = str(metric.value())
-                if name.startswith(_DROP_PREFIXES) and name != "device__attribute_multiprocessor_count":
+                if _dropped(name):
                     continue
                 value = metric.value()
                 if not isinstance(value, (int, float, str)):
