@@ -1,6 +1,6 @@
 """The diagnosis zoo: profile every planted kernel and its fix, then score the rule packs.
 
-    # on a GPU machine with ncu (writes FIXTURES/<entry>/{kernel,fixed}/metrics.json, raw.csv, ...):
+    # on a GPU machine with ncu (writes FIXTURES/<entry>/ and FIXTURES/<entry>.fixed/: metrics.json, raw.csv, ...):
     python3 benchmarks/zoo/run_zoo.py profile tests/fixtures/zoo [ENTRY ...]
 
     # anywhere (CPU): classify every profiled kernel with each pack and write the table
@@ -63,10 +63,42 @@ def profile(fixtures: Path, names: list[str] | None, extra: list[str]) -> int:
     pairs = []
     for entry in entries(names):
         rel = entry.relative_to(ROOT)
-        pairs += [f"{entry.name}/{v}={rel / 'problem.py'}:{rel / (v + '.py')}" for v in VARIANTS]
+        pairs += [f"{fixture_name(entry.name, v)}={rel / 'problem.py'}:{rel / (v + '.py')}" for v in VARIANTS]
     cmd = [sys.executable, "benchmarks/profile_fixtures.py", str(fixtures.resolve()), *pairs, *extra]
     print(" ".join(cmd), flush=True)
     return subprocess.run(cmd, check=False, cwd=ROOT).returncode
+
+
+def fixture_name(entry: str, variant: str) -> str:
+    """Fixture folder of a variant: `<entry>` for the planted kernel, `<entry>.fixed` for the fix."""
+    return entry if variant == "kernel" else f"{entry}.{variant}"
+
+
+def variant_folder(fixtures: Path, entry: str, variant: str) -> Path:
+    return fixtures / fixture_name(entry, variant)
+
+
+def kernel_names(source: Path) -> set[str]:
+    """Names of the GPU kernels a candidate file defines (@triton.jit functions, __global__ functions)."""
+    import ast
+    import re
+
+    text = source.read_text(encoding="utf-8")
+    names = set(re.findall(r"__global__\s+void\s+(\w+)", text))
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            names.add(node.name)
+    return names
+
+
+def stale(entry: Path, variant: str, metrics: Any) -> str | None:
+    """Why a profile no longer describes the candidate (its kernels were renamed/replaced), else None."""
+    defined = kernel_names(entry / f"{variant}.py")
+    profiled = {k.name for k in metrics.kernels}
+    if defined and not defined & profiled:
+        return (f"profile is of kernels {sorted(profiled)}, but {entry.name}/{variant}.py now defines "
+                f"{sorted(defined)}: re-profile it")
+    return None
 
 
 def variant_metrics(folder: Path) -> Any | None:
@@ -90,15 +122,21 @@ def score(fixtures: Path, out: Path, names: list[str] | None = None) -> dict[str
         row: dict[str, Any] = {
             "entry": entry.name, "category": label["category"], "subcause": label["subcause"], "variants": {},
         }
+        if label.get("note"):
+            row["note"] = label["note"]
         for variant in VARIANTS:
-            folder = fixtures / entry.name / variant
+            folder = variant_folder(fixtures, entry.name, variant)
             metrics = variant_metrics(folder)
             if metrics is None:
+                continue
+            reason = stale(entry, variant, metrics)
+            if reason is not None:
+                row.setdefault("stale", {})[variant] = reason
                 continue
             prov_file = folder / "provenance.json"
             if prov_file.is_file() and not provenance:
                 prov = json.loads(prov_file.read_text())
-                provenance = {k: prov.get(k) for k in ("gpu", "nvidia_smi", "ncu_version", "torch", "triton", "date", "generated_by")}
+                provenance = {k: prov.get(k) for k in ("gpu", "nvidia_smi", "ncu_version", "torch", "triton", "date")}
             durations = [k.duration_ns for k in metrics.kernels if k.duration_ns is not None]
             result: dict[str, Any] = {"gpu_time_ns": sum(durations) if durations else None, "packs": {}}
             for pack, clf in classifiers.items():
@@ -157,7 +195,8 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     if prov:
         lines += [
-            "Profiles: " + ", ".join(f"{k}: {v}" for k, v in prov.items() if v),
+            "Profiles: " + ", ".join(f"{k}: {v}" for k, v in prov.items() if v) + "; one ncu run per candidate",
+            "(`benchmarks/profile_fixtures.py`, command and versions in each fixture's `provenance.json`).",
             "",
         ]
     lines += [
@@ -185,7 +224,8 @@ def markdown(report: dict[str, Any]) -> str:
         k = row["variants"].get("kernel")
         f = row["variants"].get("fixed")
         if k is None:
-            lines.append(f"| {row['entry']} | {row['category']}/{row['subcause']} | not profiled | | | | |")
+            state = "profile stale (kernel changed)" if "kernel" in row.get("stale", {}) else "not profiled"
+            lines.append(f"| {row['entry']} | {row['category']}/{row['subcause']} | {state} | | | | |")
             continue
         timing = ""
         if f and k.get("gpu_time_ns") and f.get("gpu_time_ns"):
@@ -195,12 +235,18 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_cell(k['packs']['roofline'])} | {_cell(k['packs']['sol4'])} | "
             f"{_cell(f['packs']['kernelopt']) if f else 'not profiled'} | {timing} |"
         )
+    notes = [(row["entry"], row["note"]) for row in report["entries"] if row.get("note")]
+    stale = [(row["entry"], reason) for row in report["entries"] for reason in row.get("stale", {}).values()]
     lines += [
         "",
         "GPU time is the sum of the profiled kernels' `gpu__time_duration` under ncu (one replayed call, caches",
         "flushed by ncu); it is not a benchmark timing.",
-        "",
     ]
+    if notes:
+        lines += ["", "## Label notes", ""] + [f"- `{entry}`: {note}" for entry, note in notes]
+    if stale:
+        lines += ["", "## Not scored (profile older than the kernel)", ""] + [f"- `{e}`: {r}" for e, r in stale]
+    lines.append("")
     return "\n".join(lines)
 
 

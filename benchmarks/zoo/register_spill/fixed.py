@@ -1,5 +1,5 @@
-"""Fix: 1024 elements per 4-warp CTA, 8 values per thread: about 30 registers, no
-spills, full occupancy; the loop runs in registers and the kernel streams x once."""
+"""Fix: spread the row over 16 warps (32 values per thread): ~40 registers, no spills,
+and many CTAs per SM."""
 
 import torch
 import triton
@@ -7,17 +7,18 @@ import triton.language as tl
 
 
 @triton.jit
-def quad_map_kernel(x_ptr, y_ptr, n, iters, a, b, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    for _ in range(iters):
-        x = x * x * a + b
-    tl.store(y_ptr + offs, x, mask=mask)
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + offs, e / tl.sum(e, axis=0), mask=mask)
 
 
-def kernel_function(x: torch.Tensor, ITERS: int, A: float, B: float) -> torch.Tensor:
-    n = x.numel()
+def kernel_function(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    rows, cols = x.shape
     y = torch.empty_like(x)
-    quad_map_kernel[(triton.cdiv(n, 1024),)](x, y, n, ITERS, A, B, BLOCK=1024, num_warps=4)
+    softmax_kernel[(rows,)](x, y, cols, BLOCK=triton.next_power_of_2(cols), num_warps=16)
     return y
