@@ -200,3 +200,21 @@ def test_diagnose_library_call_from_file_and_render():
     d = diagnose(metrics_path=FIX / "profile" / "softmax" / "metrics.json", rules="roofline")
     text = render(d)
     assert "PRIMARY: dram" in text and "[memory]" in text and "headroom" in text
+
+
+ZOO_FIX = FIX / "zoo"  # H200 profiles of benchmarks/zoo (provenance.json in each folder)
+
+
+def test_ncu_advice_repeated_by_several_launches_is_listed_once(clf):
+    d = clf.classify(load_metrics(ZOO_FIX / "tiny_launch" / "metrics.json"))  # three tiny kernels
+    assert len(d.primary.ncu_rules) == len({(r.rule, r.message) for r in d.primary.ncu_rules}) > 0
+    assert len(d.ncu_rules) == len({(r.rule, r.message) for r in d.ncu_rules})
+
+
+def test_saturated_onchip_unit_is_not_called_a_roofline_to_accept(clf):
+    strided = clf.classify(load_metrics(ZOO_FIX / "strided_rowsum" / "metrics.json"))
+    assert strided.primary.category == "onchip_memory" and strided.primary.near_roofline  # L1 99% busy
+    assert not any("little is left" in n for n in strided.notes)
+    assert any("remove that traffic" in n for n in strided.notes)
+    dram = clf.classify(load_metrics(ZOO_FIX / "tail_wave" / "metrics.json"))  # an old, DRAM-bound version
+    assert dram.primary.category == "dram" and any("little is left" in n for n in dram.notes)

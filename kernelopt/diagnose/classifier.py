@@ -9,7 +9,7 @@ Confidence (0..1) says how clearly the condition holds:
   for every comparison that held, margin m = |value - threshold| / |threshold|
   (|value| or 1 when the threshold is 0), strength s = min(1, m / 0.3), so a value
   30% past its threshold counts fully; `==` / `!=` count fully;
-  confidence = 0.5 + 0.5 * min(s over the comparisons)           (0.75 if none)
+  confidence = 0.5 + 0.5 * (0.5 * min(s) + 0.5 * mean(s))       (0.75 if none)
   then x (1 - 0.5 * f), f = share of the rule's metrics (condition + cited
   evidence) that are missing, and x 0.5 again when the condition is undecided.
 Undecided rules (Kleene result None: nothing present rules them out, something
@@ -57,12 +57,27 @@ def _strength(ev: Evidence) -> float:
 def confidence(evidence: list[Evidence], missing: int, total: int, decided: bool) -> float:
     """The documented formula (module docstring)."""
     held = [e for e in evidence if e.label != "cited"]
-    base = 0.5 + 0.5 * min(_strength(e) for e in held) if held else 0.75
+    if held:
+        strengths = [_strength(e) for e in held]
+        base = 0.5 + 0.5 * (0.5 * min(strengths) + 0.5 * sum(strengths) / len(strengths))
+    else:
+        base = 0.75
     if total:
         base *= 1.0 - 0.5 * missing / total
     if not decided:
         base *= 0.5
     return round(max(0.0, min(1.0, base)), 3)
+
+
+def _unique(results: list[RuleResult]) -> list[RuleResult]:
+    """One copy of each rule result: several launches of similar kernels repeat the same advice."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in results:
+        if (r.rule, r.message) not in seen:
+            seen.add((r.rule, r.message))
+            out.append(r)
+    return out
 
 
 def _matches(spec: str, result: RuleResult) -> bool:
@@ -92,7 +107,7 @@ class BottleneckClassifier:
 
     def classify(self, metrics: Metrics | Mapping[str, float], *, kernel: str | None = None) -> Diagnosis:
         values = self.values(metrics)
-        ncu = metrics.rules() if isinstance(metrics, Metrics) else []
+        ncu = _unique(metrics.rules()) if isinstance(metrics, Metrics) else []
         if kernel is None and isinstance(metrics, Metrics):
             dominant = [k.name for k in metrics.kernels if k.dominant]
             kernel = ", ".join(dominant) or None
@@ -131,10 +146,17 @@ class BottleneckClassifier:
         if primary is None:
             notes.append(f"no rule of pack {self.pack.name!r} matched these metrics")
         elif primary.near_roofline:
-            notes.append(
-                f"the limiting unit is at {100 - (primary.headroom_pct or 0):.0f}% of its ceiling: the kernel is near "
-                "its roofline, little is left to gain from tuning it; do less work or move fewer bytes"
-            )
+            used = 100 - (primary.headroom_pct or 0)
+            if primary.category in ("dram", "compute"):
+                notes.append(
+                    f"the limiting unit is at {used:.0f}% of its ceiling: the kernel is near its roofline, little is "
+                    "left to gain from tuning it; do less work or move fewer bytes"
+                )
+            else:
+                notes.append(
+                    f"the limiting unit is at {used:.0f}% of its ceiling, saturated by the {primary.subcause or primary.category} "
+                    "problem itself: remove that traffic or work rather than tuning launch parameters"
+                )
         return Diagnosis(
             primary=primary,
             bottlenecks=ranked,
