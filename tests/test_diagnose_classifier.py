@@ -216,5 +216,5 @@ def test_saturated_onchip_unit_is_not_called_a_roofline_to_accept(clf):
     assert strided.primary.category == "onchip_memory" and strided.primary.near_roofline  # L1 99% busy
     assert not any("little is left" in n for n in strided.notes)
     assert any("remove that traffic" in n for n in strided.notes)
-    dram = clf.classify(load_metrics(ZOO_FIX / "tail_wave" / "metrics.json"))  # an old, DRAM-bound version
+    dram = clf.classify(load_metrics(ZOO_FIX / "dram_unfused" / "metrics.json"))  # DRAM 82% busy
     assert dram.primary.category == "dram" and any("little is left" in n for n in dram.notes)
