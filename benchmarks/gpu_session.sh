@@ -13,7 +13,9 @@ if [ -d .whl ]; then
 else
   export PYTHONPATH=$PWD
 fi
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
+# The `kernelopt` console script, for the demo and the CLI tests (the host's own torch stays).
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "editable install failed"
 gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
 for phase in "$@"; do
@@ -21,6 +23,9 @@ for phase in "$@"; do
     tests)
       log "tests/gpu"
       python3 -m pytest -q tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/r/gpu_tests_${gpu}.txt" | tail -25 ;;
+    demo)
+      log "demo"
+      bash examples/demo.sh > "$OUT/r/demo_${gpu}.txt" 2>&1; echo "demo exit $?"; tail -30 "$OUT/r/demo_${gpu}.txt" ;;
     env)
       python3 -m kernelopt env --json > "$OUT/r/env_${gpu}.json" 2>&1; head -c 1500 "$OUT/r/env_${gpu}.json" ;;
     timing)
