@@ -94,3 +94,13 @@ def test_messages_substitute_only_bare_names():
     # Attribute and index access are not substituted (no way into Python objects).
     assert format_message("{x.__class__} {x[0]}", {"x": 1.0}) == "{x.__class__} {x[0]}"
     assert format_message("{x:.0%}", {"x": 0.5}) == "50%"
+
+
+def test_shipped_rules_point_to_shipped_strategies():
+    from kernelopt.strategies import load_strategies
+
+    shipped = set(load_strategies(env=False, entry_points=False).strategies)
+    for name in ("kernelopt", "roofline", "sol4"):
+        for rule in load_pack(name).rules:
+            unknown = set(rule.spec.strategies) - shipped
+            assert not unknown, f"{name}:{rule.id} points to unknown strategies {sorted(unknown)}"
