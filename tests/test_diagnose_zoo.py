@@ -39,6 +39,11 @@ def test_zoo_covers_every_category_and_the_required_subcauses():
     # The reduction with a barrier per step (sinkhorn_barrier) is labelled by what its
     # profile shows limits it: the shared-memory traffic of its cross-warp reductions.
     assert "sinkhorn_barrier" in labels
+    from kernelopt.strategies import load_strategies
+
+    shipped = set(load_strategies(env=False, entry_points=False).strategies)
+    for name, label in labels.items():
+        assert label.get("fix_strategy") and set(label["fix_strategy"]) <= shipped, name
     for entry in ENTRIES:
         problem = load_problem(entry / "problem.py")
         small = labels[entry.name]["small"]
