@@ -40,6 +40,21 @@ def test_example_kernel_passes_and_wrong_kernel_fails(name):
     assert check.mismatches > 0 and check.first_mismatch is not None and check.max_abs_error > bad.atol
 
 
+@pytest.mark.slow
+def test_small_error_on_every_element_fails_by_relative_l2():
+    # Seen on an H200 at full size (4096 columns): the off-by-one softmax denominator moves
+    # each output by ~1/4096 of its value, inside atol=1e-4 everywhere; only the relative
+    # L2 error (~4e-4) shows it. Two rows of 4096 reproduce that in the interpreter.
+    problem = load_problem(ROOT / "examples" / "softmax" / "problem.py", {"ROWS": "2", "COLS": "4096"})
+    bad = verify(problem, load_candidate(ROOT / "examples" / "softmax" / "kernel_wrong.py"))
+    assert not bad.passed and bad.reason == "incorrect"
+    check = bad.trials[0].outputs[0]
+    assert check.mismatches == 0 and check.rel_l2_error > bad.rtol
+    assert "relative L2 error" in bad.message
+    good = verify(problem, load_candidate(ROOT / "examples" / "softmax" / "kernel.py"))
+    assert good.passed, good.message
+
+
 def test_correct_candidate_binds_setting_by_name():
     v = run("axpy_ok.py")
     assert v.passed, v.message

@@ -185,7 +185,11 @@ def compare_output(index: int, out: Any, ref: Any, atol: float, rtol: float) -> 
     if count:
         flat = int(torch.nonzero(mismatch.reshape(-1))[0])
         first = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(mismatch.shape))] if mismatch.dim() else []
-    passed = count == 0 and out.dtype == ref_t.dtype
+    # Element-wise closeness alone lets a small systematic error through wherever |ref| is
+    # near atol: an off-by-one softmax denominator over 4096 columns passed atol=rtol=1e-4
+    # on an H200 with every element "close". The relative L2 error over the whole output
+    # must stay within rtol as well.
+    passed = count == 0 and out.dtype == ref_t.dtype and rel_l2 <= rtol
     return OutputCheck(
         **check,
         max_abs_error=max_abs,
@@ -286,8 +290,12 @@ def _judge_trial(
                         checks)
     for c in checks:
         if not c.passed:
-            if c.mismatches == 0:
+            if c.mismatches == 0 and c.dtype != c.ref_dtype:
                 return fail("incorrect", f"output {c.index}: dtype {c.dtype}, the reference {c.ref_dtype}", checks)
+            if c.mismatches == 0:
+                return fail("incorrect", f"output {c.index}: relative L2 error {c.rel_l2_error:.3g} exceeds "
+                            f"rtol={rtol:g} although every element is within atol + rtol*|ref| "
+                            f"(max abs error {c.max_abs_error:.3g}): a small error on every element", checks)
             return fail("incorrect", _describe_check(c, atol, rtol), checks)
     return Trial(seed=seed, passed=True, outputs=checks), (out, ref_out)
 
