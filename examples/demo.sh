@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's demo: environment, verification of every example (the correct kernel
-# passes, the deliberately wrong one fails with exit 1), then timing.
+# passes, the deliberately wrong one fails with exit 1), timing, diagnosis, and the
+# strategies and past outcomes recommended for the bottleneck found.
 #
 #   bash examples/demo.sh
 #
@@ -54,6 +55,20 @@ done
 # bench exits 1 without a GPU (nothing to time): that is the expected outcome here.
 # shellcheck disable=SC2046
 step $((1 - gpu)) kernelopt bench examples/softmax/problem.py --kernel examples/softmax/kernel.py $(sizes softmax)
+
+# Diagnose: live (ncu) on a GPU; without one, from the committed H200 profile of the same kernel.
+if [ "$gpu" = 1 ] && command -v ncu >/dev/null 2>&1; then
+  step 0 kernelopt diagnose examples/softmax/problem.py --kernel examples/softmax/kernel.py
+else
+  step 0 kernelopt diagnose --metrics tests/fixtures/profile/softmax/raw.csv
+fi
+
+# What to try for that bottleneck: the strategy packs, then past outcomes (a fresh store
+# here, so only the shipped seed experience answers).
+step 0 kernelopt strategies list --backend triton --category dram
+demo_db=$(mktemp -d)/experience.db
+step 0 kernelopt experience recommend --db "$demo_db" --kernel "row softmax" --backend triton --chip sm_90 \
+  --bottleneck dram -n 3
 
 echo
 if [ "$failures" = 0 ]; then
