@@ -126,10 +126,14 @@ def test_cuda_compile_error_without_gpu():
 
 @pytest.mark.slow
 def test_tolerance_flags_and_dtype():
-    # A loose atol lets the wrong softmax pass: the flag reaches the comparison.
+    # Loose tolerances let the wrong softmax pass: the flags reach the comparison. A loose
+    # atol alone does not, since the relative L2 error is held to rtol.
     problem = load_problem(ROOT / "examples" / "softmax" / "problem.py", SMALL["softmax"])
-    v = verify(problem, load_candidate(ROOT / "examples" / "softmax" / "kernel_wrong.py"), atol=1.0, trials=1)
-    assert v.passed and v.atol == 1.0 and v.rtol == 1e-4
+    wrong = load_candidate(ROOT / "examples" / "softmax" / "kernel_wrong.py")
+    v = verify(problem, wrong, atol=1.0, trials=1)
+    assert not v.passed and v.atol == 1.0 and v.rtol == 1e-4 and "relative L2" in v.message
+    v = verify(problem, wrong, atol=1.0, rtol=0.5, trials=1)
+    assert v.passed and v.atol == 1.0 and v.rtol == 0.5
     half = load_problem(ROOT / "examples" / "softmax" / "problem.py", SMALL["softmax"], dtype="fp16")
     v = verify(half, load_candidate(ROOT / "examples" / "softmax" / "kernel.py"), trials=1)
     assert v.passed, v.message
