@@ -151,3 +151,24 @@ def _write(doc: dict, tmp_path: Path | None = None) -> Path:
     p = folder / "dump.json"
     p.write_text(json.dumps(doc))
     return p
+
+
+def test_kernelopt_metrics_json_round_trips_through_import(tmp_path):
+    from kernelopt.profile import import_metrics
+
+    original = import_metrics(FX / "softmax" / "raw.csv")
+    saved = tmp_path / "metrics.json"
+    saved.write_text(original.model_dump_json())
+    again = import_metrics(saved)
+    assert again.values() == original.values()
+    assert [r.rule for r in again.rules()] == [r.rule for r in original.rules()]
+
+
+def test_invalid_kernelopt_metrics_json_names_the_field(tmp_path):
+    from kernelopt.errors import BadInput
+    from kernelopt.profile import import_metrics
+
+    bad = tmp_path / "metrics.json"
+    bad.write_text('{"source": "nope", "kernels": []}')
+    with pytest.raises(BadInput, match="source"):
+        import_metrics(bad)

@@ -8,7 +8,6 @@ reusable part for pipelines that already hold Metrics.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,27 +29,10 @@ def __getattr__(name: str) -> object:
 
 
 def load_metrics(path: str | Path) -> "Metrics":
-    """A kernelopt Metrics JSON (metrics.json, `profile --json`) or anything `profile --import` reads."""
-    from pydantic import ValidationError
-
-    from kernelopt.errors import BadInput
-    from kernelopt.models import Metrics
+    """Anything `profile --import` reads, kernelopt's own metrics.json included."""
     from kernelopt.profile import import_metrics
 
-    p = Path(path)
-    if p.suffix == ".json" and p.is_file():
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BadInput(f"{p}: not readable JSON: {exc}") from None
-        if isinstance(doc, dict) and "kernels" in doc and "source" in doc:
-            try:
-                return Metrics.model_validate(doc)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(x) for x in first["loc"])
-                raise BadInput(f"{p}: not a valid kernelopt Metrics document: {where}: {first['msg']}") from None
-    return import_metrics(p)
+    return import_metrics(path)
 
 
 def diagnose(

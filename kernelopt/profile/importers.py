@@ -42,7 +42,7 @@ class RawKernel:
 
 
 def import_file(path: str | Path) -> Metrics:
-    """Read an ncu raw CSV, an `.ncu-rep` or a JSON dump, chosen by content."""
+    """Read an ncu raw CSV, an `.ncu-rep`, a JSON dump or kernelopt's own metrics.json, chosen by content."""
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
@@ -54,10 +54,31 @@ def import_file(path: str | Path) -> Metrics:
         raise BadInput(f"{path}: cannot read as text ({exc}); expected ncu CSV, JSON or .ncu-rep") from None
     stripped = text.lstrip()
     if stripped.startswith("{"):
+        saved = read_metrics_json(text, path)
+        if saved is not None:
+            return saved
         return assemble(read_json_dump(text, path), source="json", provenance={"file": str(path)})
     if '"ID"' in text[:10000] or stripped.startswith("ID,"):
         return assemble(read_ncu_csv(text, path), source="ncu-csv", provenance={"file": str(path)})
     raise BadInput(f"{path}: not a recognised metrics file (ncu --csv --page raw, .ncu-rep, or JSON dump)")
+
+
+def read_metrics_json(text: str, path: str | Path) -> Metrics | None:
+    """kernelopt's own Metrics document (`metrics.json`, `profile --json`); None for other JSON."""
+    from pydantic import ValidationError
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+    if not (isinstance(doc, dict) and "kernels" in doc and "source" in doc):
+        return None
+    try:
+        return Metrics.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise BadInput(f"{path}: not a valid kernelopt Metrics document: {where}: {first['msg']}") from None
 
 
 # ---------------------------------------------------------------- CSV
