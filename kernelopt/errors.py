@@ -2,7 +2,7 @@
 
 Exit codes (the same for every command):
   0  success
-  1  the candidate is wrong or failed, or something the requested mode needs is missing
+  1  the candidate is wrong or failed, or something the requested mode needs is missing (no GPU)
   2  bad input or usage: missing file, malformed problem/kernel/YAML/database, ncu failure
 """
 
@@ -33,7 +33,8 @@ class CandidateFailed(KerneloptError):
 
 
 class MissingRequirement(KerneloptError):
-    """Something the requested mode needs (GPU, ncu, nvcc) is not available (exit 1)."""
+    """Something the requested mode needs is not available (exit 1): a GPU for `bench`, or
+    whatever `env --require` names. A missing or failing ncu under `profile` is ToolFailed (exit 2)."""
 
     exit_code = 1
 
