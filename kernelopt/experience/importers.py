@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import BadInput
+from kernelopt.files import read_text
 from kernelopt.experience.labels import (
     derive_outcome,
     normalize_backend,
@@ -125,12 +126,7 @@ def _float(v: Any) -> float | None:
 def read_records(path: str | Path) -> list[ExperienceRecord]:
     """Records from a kernelopt JSONL file or a JSON array (kernel-opt-skill's log, or ours)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read: {exc}") from None
+    text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:

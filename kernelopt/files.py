@@ -1,0 +1,20 @@
+"""Reading user-given files: one place that turns I/O errors into one-line BadInput."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelopt.errors import BadInput
+
+
+def read_text(path: str | Path) -> str:
+    """The file's UTF-8 text; BadInput naming the file when it is missing or unreadable."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path}: is a directory, expected a file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
