@@ -57,25 +57,32 @@ def require_ncu() -> str:
 
 
 def tool_out(argv: list[str], timeout: float = 120) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{argv[0]}: {exc}"
     return proc.stdout if proc.returncode == 0 else proc.stdout + proc.stderr
 
 
-def environment(ncu: str) -> dict[str, object]:
+def environment(ncu: str | None = None) -> dict[str, object]:
+    """Provenance of a GPU run: device, driver, versions, date (and ncu's version when given)."""
     import torch
     import triton
 
     smi = tool_out(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).strip()
-    return {
+    env: dict[str, object] = {
         "gpu": torch.cuda.get_device_name(),
         "nvidia_smi": smi,
-        "ncu_version": tool_out([ncu, "--version"]).strip().splitlines()[-1],
+        "driver": smi.splitlines()[0].rpartition(", ")[2] if ", " in smi else None,
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "triton": triton.__version__,
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    if ncu:
+        env["ncu_version"] = tool_out([ncu, "--version"]).strip().splitlines()[-1]
+    return env
 
 
 def main() -> int:

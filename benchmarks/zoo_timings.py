@@ -11,36 +11,13 @@ the input of benchmarks/experience/seed_from_zoo.py. Needs a CUDA GPU.
 
 from __future__ import annotations
 
-import datetime
 import json
-import platform
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def provenance() -> dict[str, object]:
-    import torch
-    import triton
-
-    smi = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-        capture_output=True, text=True, timeout=60, check=False,
-    ).stdout.strip()
-    name, _, driver = smi.partition(", ")
-    return {
-        "gpu": name or torch.cuda.get_device_name(),
-        "driver": driver,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python3 benchmarks/zoo_timings.py " + " ".join(sys.argv[1:]),
-    }
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def main() -> int:
@@ -49,9 +26,17 @@ def main() -> int:
     from kernelopt.problem import load_candidate, load_problem
     from kernelopt.yamlio import load_yaml
 
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("zoo_timings.py needs a CUDA GPU: nothing was timed")
     out = Path(sys.argv[1])
     names = sys.argv[2:] or sorted(d.name for d in (ROOT / "benchmarks" / "zoo").iterdir() if (d / "label.yaml").is_file())
-    doc: dict[str, object] = {"provenance": provenance(), "kernels": []}
+    # The fixture writer's provenance, so zoo timings and zoo profiles describe a run alike.
+    from profile_fixtures import environment
+
+    prov = {**environment(), "command": "python3 benchmarks/zoo_timings.py " + " ".join(sys.argv[1:])}
+    doc: dict[str, object] = {"provenance": prov, "kernels": []}
     failed = 0
     for name in names:
         zdir = ROOT / "benchmarks" / "zoo" / name

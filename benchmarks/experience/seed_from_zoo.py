@@ -115,7 +115,7 @@ def convert(doc: Any, zoo_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
             continue
         prov = {**top_prov, **(entry.get("provenance") or {})}
         device = entry.get("device") or prov.get("gpu") or prov.get("device")
-        facts = ", ".join(f"{k} {prov[k]}" for k in ("gpu", "driver", "torch", "cuda", "triton", "date", "command")
+        facts = ", ".join(f"{k} {prov[k]}" for k in ("gpu", "driver", "torch", "cuda", "torch_cuda", "triton", "date", "command")
                           if prov.get(k))
         rec = {
             "id": str(uuid.uuid5(_NAMESPACE, f"{name}|{device}|{prov.get('date')}")),
