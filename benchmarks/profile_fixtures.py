@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -80,6 +81,9 @@ def environment(ncu: str | None = None) -> dict[str, object]:
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    # The lent GPU gets the work tree without .git: benchmarks/gpu_session.sh passes the commit.
+    if os.environ.get("KERNELOPT_COMMIT"):
+        env["kernelopt_commit"] = os.environ["KERNELOPT_COMMIT"]
     if ncu:
         env["ncu_version"] = tool_out([ncu, "--version"]).strip().splitlines()[-1]
     return env

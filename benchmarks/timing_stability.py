@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -133,8 +134,14 @@ def _do_bench_child(spec: dict[str, Any]) -> dict[str, Any]:
     return {"do_bench_median_ms": do_bench, "time_callable_same_process": ours.model_dump(mode="json")}
 
 
-def run_case(name: str, runs: int, seed: int, timeout_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The case's runs, do_bench figures and analysis; and the env the bench child reported."""
+def run_case(name: str, runs: int, seed: int, timeout_s: float,
+             control: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The case's runs, do_bench figures and analysis; and the env the bench child reported.
+
+    With `control`, each guarded run is followed by one with `launch_guard=False`
+    (interleaved, so drift in the GPU's state hits both alike): the spread without the
+    guard shows what the guard removes.
+    """
     from kernelopt.harness.bench import bench
     from kernelopt.problem import load_candidate, load_problem
 
@@ -142,16 +149,22 @@ def run_case(name: str, runs: int, seed: int, timeout_s: float) -> tuple[dict[st
     problem = load_problem(ROOT / problem_path, overrides)
     candidate = load_candidate(ROOT / cand_path)
     out: dict[str, Any] = {"problem": problem_path, "candidate": cand_path, "overrides": overrides, "runs": []}
+    if control:
+        out["runs_no_launch_guard"] = []
     env: dict[str, Any] = {}
+    modes = [True, False] if control else [True]
     for i in range(runs):
-        t0 = time.monotonic()
-        result = bench(problem, candidate, baselines=(), seed=seed, timeout_s=timeout_s)
-        stats = result.timings["candidate"].stats
-        assert stats is not None
-        env = result.env
-        out["runs"].append({"process": i, "wall_s": round(time.monotonic() - t0, 2), **stats.model_dump(mode="json")})
-        print(f"  {name} run {i + 1}/{runs}: median {stats.median_ms:.4f} ms, CV {stats.cv:.2%}, n={stats.count}",
-              flush=True)
+        for guard in modes:
+            t0 = time.monotonic()
+            result = bench(problem, candidate, baselines=(), seed=seed, timeout_s=timeout_s, launch_guard=guard)
+            stats = result.timings["candidate"].stats
+            assert stats is not None
+            env = result.env
+            key = "runs" if guard else "runs_no_launch_guard"
+            out[key].append({"process": i, "wall_s": round(time.monotonic() - t0, 2), **stats.model_dump(mode="json")})
+            print(f"  {name} run {i + 1}/{runs}{'' if guard else ' (no launch guard)'}: median "
+                  f"{stats.median_ms:.4f} ms, CV {stats.cv:.2%}, n={stats.count}, guard {stats.launch_guard_us:.0f} us",
+                  flush=True)
     spec = {"problem": problem_path, "candidate": cand_path, "overrides": overrides, "seed": seed,
             "repeats": DO_BENCH_REPEATS}
     proc = subprocess.run(
@@ -162,18 +175,23 @@ def run_case(name: str, runs: int, seed: int, timeout_s: float) -> tuple[dict[st
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise RuntimeError(f"do_bench child failed ({proc.returncode}): {' | '.join(tail)}")
     out.update(json.loads(proc.stdout.strip().splitlines()[-1]))
-    medians = [r["median_ms"] for r in out["runs"]]
-    out["analysis"] = analyze_case(medians, out["do_bench_median_ms"])
+    out["analysis"] = analyze_case([r["median_ms"] for r in out["runs"]], out["do_bench_median_ms"])
+    if control:
+        out["analysis_no_launch_guard"] = analyze_case(
+            [r["median_ms"] for r in out["runs_no_launch_guard"]], out["do_bench_median_ms"])
     return out, env
 
 
 def _git_commit() -> str | None:
+    # The lent GPU gets a copy of the work tree without .git: the caller passes the commit.
+    if os.environ.get("KERNELOPT_COMMIT"):
+        return os.environ["KERNELOPT_COMMIT"]
     try:
         proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                               cwd=str(ROOT), check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return proc.stdout.strip() or None
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of: {', '.join(CASES)}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
+    parser.add_argument("--no-control", action="store_true",
+                        help="skip the interleaved runs without the launch guard")
     args = parser.parse_args(argv)
 
     from kernelopt.errors import KerneloptError
@@ -205,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         print(f"{name}:", flush=True)
         try:
-            cases[name], env = run_case(name, args.runs, args.seed, args.timeout)
+            cases[name], env = run_case(name, args.runs, args.seed, args.timeout, control=not args.no_control)
         except (KerneloptError, RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
             cases[name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(f"  failed: {exc}", flush=True)
@@ -215,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"do_bench {a['do_bench_median_ms']:.4f} ms (diff {a['do_bench_rel_diff']:.3%}), "
                   f"criteria {'apply' if a['criteria_apply'] else 'do not apply (< 0.5 ms)'}"
                   + (f": {'PASS' if a['passed'] else 'FAIL'}" if a["criteria_apply"] else ""), flush=True)
+            if "analysis_no_launch_guard" in cases[name]:
+                c = cases[name]["analysis_no_launch_guard"]
+                print(f"  without the launch guard: median of medians {c['median_of_medians_ms']:.4f} ms, "
+                      f"spread {c['spread']:.3%}, do_bench diff {c['do_bench_rel_diff']:.3%}", flush=True)
         # Written after every case, so a run cut short keeps what it measured.
         doc = _document(cases, env, started, args.runs, complete=len(cases) == len(names))
         out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -242,7 +266,7 @@ def _document(cases: dict[str, dict[str, Any]], env: dict[str, Any], started: _d
             "python": env.get("python"),
             "kernelopt_commit": _git_commit(),
             "method": "kernelopt.harness.timing.time_callable defaults via kernelopt.harness.bench.bench "
-                      "(one child process per run); do_bench: triton.testing.do_bench(fn, return_mode='median')",
+                      "(one child process per run; control runs with launch_guard=False interleaved); do_bench: triton.testing.do_bench(fn, return_mode='median')",
         },
         "cases": cases,
         "passed": overall(cases),

@@ -68,7 +68,7 @@ def _result() -> BenchResult:
     from kernelopt.harness.timing import timing_defaults
     from kernelopt.problem import load_candidate, load_problem
 
-    cand = summarize([0.50, 0.52, 0.51, 0.55], warmup_count=6, l2_flush_bytes=100 * 2**20)
+    cand = summarize([0.50, 0.52, 0.51, 0.55], warmup_count=6, l2_flush_bytes=100 * 2**20, launch_guard_us=84.0)
     eager = summarize([1.00, 1.04, 1.02, 1.10], warmup_count=3, l2_flush_bytes=100 * 2**20)
     return BenchResult(
         problem=load_problem(FIX / "problem.py", {"N": "4096"}, "fp16"),
@@ -100,6 +100,7 @@ def test_benchmark_markdown_has_method_table_and_speedups():
     assert "| compile | failed: RuntimeError: no backend |" in md
     assert f"| eager | {r.speedups['eager']:.3f}x |" in md
     assert f"at least {r.options['warmup_ms']} ms and {r.options['warmup_calls']} calls" in md
+    assert "a 84 us GPU busy-wait queued before each call" in md
 
 
 def test_benchmark_markdown_without_flush_or_baselines():
@@ -110,3 +111,4 @@ def test_benchmark_markdown_without_flush_or_baselines():
     r = r.model_copy(update={"timings": {"candidate": Timing(label="candidate", stats=stats)}, "speedups": {}})
     md = render_benchmark(r)
     assert "NOT flushed" in md and "No baseline was timed successfully." in md
+    assert "Launch guard: none: the host's launch time counts" in md

@@ -54,7 +54,27 @@ def test_speedup_is_baseline_over_candidate():
 def test_defaults_follow_the_method():
     d = timing_defaults()
     assert d["warmup_ms"] >= 25 and d["warmup_calls"] >= 3 and d["min_ms"] >= 100 and d["min_calls"] >= 10
-    assert d["flush_l2"] is True
+    assert d["flush_l2"] is True and d["launch_guard"] is True
+
+
+def test_launch_guard_covers_the_host_enqueue_time_robustly():
+    from kernelopt.harness.timing import LAUNCH_GUARD_CAP_US, LAUNCH_GUARD_MARGIN_US, launch_guard_us
+
+    assert launch_guard_us([]) == 0.0
+    # Twice the 90th percentile plus the margin: the guard outlasts a typical enqueue.
+    hosts = [30.0] * 9 + [40.0]
+    assert launch_guard_us(hosts) == pytest.approx(2 * 40.0 + LAUNCH_GUARD_MARGIN_US)
+    # One garbage-collection pause among many calls does not set the guard.
+    assert launch_guard_us([30.0] * 99 + [20_000.0]) == pytest.approx(2 * 30.0 + LAUNCH_GUARD_MARGIN_US)
+    # A slow host never makes every call wait more than the cap.
+    assert launch_guard_us([50_000.0] * 10) == LAUNCH_GUARD_CAP_US
+
+
+def test_method_text_names_flush_and_guard():
+    from kernelopt.harness.timing import method_text
+
+    assert method_text() == METHOD and "launch guard" in METHOD and "no launch guard" not in METHOD
+    assert "not flushed" in method_text(flush_l2=False) and "no launch guard" in method_text(launch_guard=False)
 
 
 def test_time_callable_needs_cuda():

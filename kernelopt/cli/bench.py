@@ -33,6 +33,8 @@ from kernelopt.cli.common import dtype_option, emit, json_option, kernel_option,
 @click.option("--max-calls", type=click.IntRange(min=1), default=100_000, show_default=True,
               help="Stop after this many timed calls even if --min-ms is not reached.")
 @click.option("--no-flush-l2", is_flag=True, help="Do not flush the L2 cache before each call (warm-cache timing).")
+@click.option("--no-launch-guard", is_flag=True,
+              help="Queue no GPU busy-wait before each call: the host's launch time then counts in the figures.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=900.0, show_default=True,
               help="Seconds for the whole child run (preparation, compilation, timing).")
@@ -50,12 +52,14 @@ def bench(
     min_calls: int,
     max_calls: int,
     no_flush_l2: bool,
+    no_launch_guard: bool,
     seed: int,
     timeout_s: float,
     as_json: bool,
 ) -> None:
-    """Time CANDIDATE on PROBLEM with CUDA events, flushed L2 and a device-wide synchronize,
-    next to the reference Model in eager PyTorch and under torch.compile.
+    """Time CANDIDATE on PROBLEM with CUDA events, flushed L2, a launch guard and a
+    device-wide synchronize, next to the reference Model in eager PyTorch and under
+    torch.compile.
 
     Without a CUDA GPU nothing is timed: the command says so and exits 1
     (with --json: {"error": ..., "gpu": false}).
@@ -86,6 +90,7 @@ def bench(
             min_calls=min_calls,
             max_calls=max_calls,
             flush_l2=not no_flush_l2,
+            launch_guard=not no_launch_guard,
         )
     except MissingRequirement as exc:
         if as_json:

@@ -10,6 +10,14 @@ measured the same way:
   twice the device's L2 size (outside the events, so the flush is not timed);
 * a device-wide `torch.cuda.synchronize()` after each call, so work a candidate
   puts on other streams has finished before the next sample starts;
+* a launch guard: a GPU busy-wait (`torch.cuda._sleep`) queued before the start
+  event, sized from the host time the call takes to enqueue its work, so the
+  start event fires only once the call's kernels are already queued. Without it
+  the synchronize after each call leaves the GPU idle while Python launches the
+  next call, and that host time -- which varies from process to process -- lands
+  between the events (on an H200 it spread the medians of five processes timing
+  the same 0.5 ms kernel by 7 %). Figures are GPU time, as with
+  `triton.testing.do_bench`; the host's launch cost is not in them;
 * a warm-up of at least `warmup_calls` calls and, after the first call (which may
   compile or autotune), at least `warmup_ms` of measured time (allocator and clock
   ramp-up happen there); then timed calls until both `min_ms` of measured time and
@@ -39,8 +47,23 @@ DEFAULT_MAX_CALLS = 100_000
 # The warm-up never runs longer than this, even if `warmup_calls` calls take longer.
 _WARMUP_WALL_LIMIT_S = 30.0
 
-METHOD = "cuda-events, L2 flushed before every call, device-wide synchronize"
-METHOD_NO_FLUSH = "cuda-events, L2 not flushed (warm cache), device-wide synchronize"
+
+
+def method_text(flush_l2: bool = True, launch_guard: bool = True) -> str:
+    """The one-line description of a timing method that TimingStats.method carries."""
+    flush = "L2 flushed before every call" if flush_l2 else "L2 not flushed (warm cache)"
+    guard = "launch guard" if launch_guard else "no launch guard"
+    return f"cuda-events, {flush}, {guard}, device-wide synchronize"
+
+
+METHOD = method_text()
+
+# The launch guard's busy-wait: LAUNCH_GUARD_FACTOR x the 90th percentile of the host
+# enqueue times seen so far, plus a margin, at most LAUNCH_GUARD_CAP_US (it costs wall
+# time on every call, never measured time).
+LAUNCH_GUARD_FACTOR = 2.0
+LAUNCH_GUARD_MARGIN_US = 20.0
+LAUNCH_GUARD_CAP_US = 5000.0
 
 
 def summarize(
@@ -49,6 +72,7 @@ def summarize(
     warmup_count: int = 0,
     l2_flush_bytes: int = 0,
     method: str = METHOD,
+    launch_guard_us: float = 0.0,
 ) -> TimingStats:
     """Statistics of per-call times in milliseconds.
 
@@ -79,7 +103,22 @@ def summarize(
         warmup_count=warmup_count,
         l2_flush_bytes=l2_flush_bytes,
         method=method,
+        launch_guard_us=launch_guard_us,
     )
+
+
+def launch_guard_us(host_us: Sequence[float]) -> float:
+    """Busy-wait, in microseconds, to queue ahead of a call whose enqueue took `host_us`.
+
+    FACTOR x the 90th percentile of the host times plus MARGIN, capped at CAP; 0 with
+    no host times yet. The percentile keeps one garbage-collection pause from
+    setting the guard for every later call.
+    """
+    if not host_us:
+        return 0.0
+    values = sorted(float(v) for v in host_us)
+    p90 = values[min(len(values) - 1, int(0.9 * len(values)))]
+    return min(LAUNCH_GUARD_CAP_US, LAUNCH_GUARD_FACTOR * p90 + LAUNCH_GUARD_MARGIN_US)
 
 
 def speedup(baseline: TimingStats | None, candidate: TimingStats | None) -> float | None:
@@ -113,6 +152,7 @@ def time_callable(
     min_ms: float = 100.0,
     min_calls: int = 10,
     flush_l2: bool = True,
+    launch_guard: bool = True,
     device: "torch.device | int | str | None" = None,
     max_calls: int = DEFAULT_MAX_CALLS,
 ) -> TimingStats:
@@ -120,7 +160,8 @@ def time_callable(
 
     `min_ms` counts measured (event) time, not wall time, so a short kernel gets
     more samples. `max_calls` bounds the number of timed calls for very short
-    kernels. Raises MissingRequirement without CUDA; exceptions from `fn` propagate.
+    kernels. `launch_guard=False` leaves the host's enqueue time in the figures.
+    Raises MissingRequirement without CUDA; exceptions from `fn` propagate.
     """
     import torch
 
@@ -143,13 +184,25 @@ def time_callable(
         torch.cuda.synchronize(dev)
         start_evt = torch.cuda.Event(enable_timing=True)
         end_evt = torch.cuda.Event(enable_timing=True)
+        sleep = getattr(torch.cuda, "_sleep", None) if launch_guard else None
+        cycles_per_us = _sleep_cycles_per_us(sleep, start_evt, end_evt, dev) if sleep else 0.0
+        host_us: list[float] = []
+        guard_us = 0.0
 
         def one_call() -> float:
+            nonlocal guard_us
             flush()
+            if sleep is not None and guard_us > 0:
+                sleep(int(guard_us * cycles_per_us))
             start_evt.record()
+            t0 = time.perf_counter()
             fn()
+            host = (time.perf_counter() - t0) * 1e6
             end_evt.record()
             torch.cuda.synchronize(dev)
+            # The first call may compile for seconds: it must not size the guard.
+            host_us.append(host)
+            guard_us = launch_guard_us(host_us[1:])
             return float(start_evt.elapsed_time(end_evt))
 
         samples, warm_n = sample_calls(
@@ -163,8 +216,26 @@ def time_callable(
 
     del flush_buf
     return summarize(
-        samples, warmup_count=warm_n, l2_flush_bytes=flush_bytes, method=METHOD if flush_l2 else METHOD_NO_FLUSH
+        samples,
+        warmup_count=warm_n,
+        l2_flush_bytes=flush_bytes,
+        method=method_text(flush_l2, sleep is not None),
+        launch_guard_us=guard_us if sleep is not None else 0.0,
     )
+
+
+def _sleep_cycles_per_us(sleep: Callable[[int], None], start: Any, end: Any, dev: Any) -> float:
+    """GPU clock cycles per microsecond of `torch.cuda._sleep`, measured with events."""
+    import torch
+
+    sleep(1000)  # loads the busy-wait kernel
+    cycles = 1_000_000
+    start.record()
+    sleep(cycles)
+    end.record()
+    torch.cuda.synchronize(dev)
+    ms = float(start.elapsed_time(end))
+    return cycles / (ms * 1000.0) if ms > 0 else 1000.0
 
 
 def sample_calls(

@@ -91,7 +91,10 @@ class TimingStats(Model):
     count: int
     warmup_count: int
     l2_flush_bytes: int
-    method: str = "cuda-events, L2 flushed before every call, device-wide synchronize"
+    method: str = "cuda-events, L2 flushed before every call, launch guard, device-wide synchronize"
+    launch_guard_us: float = Field(
+        0.0, description="GPU busy-wait queued before each timed call so host enqueue time is not measured (0: none)"
+    )
 
 
 class Timing(Model):
