@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One lent-GPU session: everything kernelopt measures on a GPU, by phase, tarred into $OUT.
-#   bash benchmarks/gpu_session.sh tests|timing|examples|zoo-profile|zoo-time ...
+#   KERNELOPT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_session.sh PHASE ...
+#   phases: tests zoo-test demo env timing examples profile-cost zoo-profile zoo-time
+# The lent machine gets the work tree without .git, so the commit comes from outside
+# (KERNELOPT_COMMIT) and lands in every result's provenance.
 # Run from the repository root on the GPU host (no package index there): the wheels
 # kernelopt needs beyond the host's own torch/triton travel in .whl/ (see
 # ../shared/offline-gpu/wheels.sh) and are installed with --target.
@@ -21,8 +24,18 @@ log() { echo "== $(date -u +%H:%M:%S) $*"; }
 for phase in "$@"; do
   case "$phase" in
     tests)
-      log "tests/gpu"
-      python3 -m pytest -q tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/r/gpu_tests_${gpu}.txt" | tail -25 ;;
+      # One file at a time, each test under a time limit: a whole-folder run outlasts a
+      # 10-minute call, and a hang must cost one test, not the call.
+      for f in test_timing test_profile test_harness_verify; do
+        log "tests/gpu/$f.py"
+        python3 -m pytest -v -rfE -p no:cacheprovider --timeout 240 "tests/gpu/$f.py" > "$OUT/r/gpu_${f}_${gpu}.txt" 2>&1
+        grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed" "$OUT/r/gpu_${f}_${gpu}.txt" | tail -20
+      done ;;
+    zoo-test)
+      log "tests/gpu/test_diagnose_zoo_gpu.py"
+      python3 -m pytest -v -rfE -p no:cacheprovider --timeout 300 tests/gpu/test_diagnose_zoo_gpu.py \
+        > "$OUT/r/gpu_test_diagnose_zoo_gpu_${gpu}.txt" 2>&1
+      grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed" "$OUT/r/gpu_test_diagnose_zoo_gpu_${gpu}.txt" | tail -40 ;;
     demo)
       log "demo"
       bash examples/demo.sh > "$OUT/r/demo_${gpu}.txt" 2>&1; echo "demo exit $?"; tail -30 "$OUT/r/demo_${gpu}.txt" ;;
@@ -30,26 +43,32 @@ for phase in "$@"; do
       python3 -m kernelopt env --json > "$OUT/r/env_${gpu}.json" 2>&1; head -c 1500 "$OUT/r/env_${gpu}.json" ;;
     timing)
       log "timing stability"
-      python3 benchmarks/timing_stability.py "$OUT/r/timing_stability_${gpu}.json" 2>&1 | tail -20 ;;
+      python3 benchmarks/timing_stability.py "$OUT/r/timing_stability_${gpu}.json" \
+        --cases softmax_65536x4096,matvec_32768x16384 2>&1 | tail -30 ;;
     examples)
       log "profile fixtures: examples"
-      python3 benchmarks/profile_fixtures.py "$OUT/r/profile" 2>&1 | tail -10
+      python3 benchmarks/profile_fixtures.py "$OUT/r/profile_${gpu}" 2>&1 | tail -10 ;;
+    profile-cost)
       log "profile cost"
-      python3 benchmarks/profile_cost.py "$OUT/r/profile_cost_${gpu}.json" 2>&1 | tail -10 ;;
+      python3 benchmarks/profile_cost.py "$OUT/r/profile_cost_${gpu}.json" ${PROFILE_COST_ARGS:-} 2>&1 | tail -40 ;;
     zoo-profile)
       log "profile fixtures: zoo"
       pairs=()
       for d in benchmarks/zoo/*/; do
         n=$(basename "$d")
         [ -f "$d/label.yaml" ] || continue
+        # ZOO_ENTRIES="a b": profile only those entries.
+        if [ -n "${ZOO_ENTRIES:-}" ] && [[ " $ZOO_ENTRIES " != *" $n "* ]]; then continue; fi
         pairs+=("$n=$d/problem.py:$d/kernel.py" "$n.fixed=$d/problem.py:$d/fixed.py")
       done
-      python3 benchmarks/profile_fixtures.py "$OUT/r/zoo" "${pairs[@]}" 2>&1 | tail -30 ;;
+      python3 benchmarks/profile_fixtures.py "$OUT/r/zoo_${gpu}" "${pairs[@]}" 2>&1 | tail -30 ;;
     zoo-time)
       log "zoo timings"
       python3 benchmarks/zoo_timings.py "$OUT/r/zoo_timings_${gpu}.json" 2>&1 | tail -30 ;;
     *) echo "unknown phase $phase"; exit 2 ;;
   esac
+  # Packed after every phase: a call cut off by its time limit still returns what finished.
+  tar -czf "$OUT/results.tgz" -C "$OUT/r" .
 done
 log "packing"
 tar -czf "$OUT/results.tgz" -C "$OUT/r" . && rm -rf "$OUT/r"

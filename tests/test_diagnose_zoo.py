@@ -12,7 +12,8 @@ from kernelopt.problem import load_candidate, load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "benchmarks" / "zoo"
-FIXTURES = ROOT / "tests" / "fixtures" / "zoo"
+# One folder of zoo profiles per GPU they were taken on (see each provenance.json).
+FIXTURE_SETS = {"h200": ROOT / "tests" / "fixtures" / "zoo", "h100": ROOT / "tests" / "fixtures" / "zoo_h100"}
 
 
 def _run_zoo():
@@ -86,20 +87,22 @@ def test_cuda_zoo_kernel_compiles_without_gpu():
     assert result["reason"] == "needs_gpu" and "compiled" in result["message"], result["message"]
 
 
-def _profiled() -> list[str]:
+def _profiled(fixtures: Path) -> list[str]:
     out = []
     for n in NAMES:
-        metrics = run_zoo.variant_metrics(run_zoo.variant_folder(FIXTURES, n, "kernel"))
+        metrics = run_zoo.variant_metrics(run_zoo.variant_folder(fixtures, n, "kernel"))
         if metrics is not None and run_zoo.stale(ZOO / n, "kernel", metrics) is None:
             out.append(n)
     return out
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_kernelopt_primary_label_matches_the_planted_bottleneck(name):
-    folder = run_zoo.variant_folder(FIXTURES, name, "kernel")
+@pytest.mark.parametrize("gpu", sorted(FIXTURE_SETS))
+def test_kernelopt_primary_label_matches_the_planted_bottleneck(gpu, name):
+    fixtures = FIXTURE_SETS[gpu]
+    folder = run_zoo.variant_folder(fixtures, name, "kernel")
     if not folder.is_dir():
-        pytest.skip(f"no GPU profile of zoo/{name} under {FIXTURES} (run benchmarks/zoo/run_zoo.py profile on a GPU)")
+        pytest.skip(f"no GPU profile of zoo/{name} under {fixtures} (run benchmarks/zoo/run_zoo.py profile on a GPU)")
     from kernelopt.diagnose.classifier import BottleneckClassifier, render
 
     label = run_zoo.load_label(ZOO / name)
@@ -114,11 +117,19 @@ def test_kernelopt_primary_label_matches_the_planted_bottleneck(name):
     assert diagnosis.primary is not None and diagnosis.primary.category == label["category"], render(diagnosis)
 
 
-def test_score_writes_the_accuracy_table(tmp_path):
-    if not _profiled():
-        pytest.skip(f"no zoo profiles under {FIXTURES}")
-    report = run_zoo.score(FIXTURES, tmp_path)
-    md = (tmp_path / "zoo_accuracy.md").read_text()
+@pytest.mark.parametrize("gpu", sorted(FIXTURE_SETS))
+def test_score_writes_the_accuracy_table(gpu, tmp_path):
+    fixtures = FIXTURE_SETS[gpu]
+    if not _profiled(fixtures):
+        pytest.skip(f"no zoo profiles under {fixtures}")
+    report = run_zoo.score(fixtures, tmp_path)
+    md = (tmp_path / f"zoo_accuracy_{gpu}.md").read_text()
+    assert report["provenance"]["gpu"].lower().startswith(f"nvidia {gpu}")
     for pack in run_zoo.PACKS:
         assert f"| {pack} |" in md
-        assert report["accuracy"][pack]["total"] == len(_profiled())
+        assert report["accuracy"][pack]["total"] == len(_profiled(fixtures))
+
+
+def test_gpu_tag():
+    assert run_zoo.gpu_tag("NVIDIA H100 80GB HBM3") == "h100" and run_zoo.gpu_tag("NVIDIA H200") == "h200"
+    assert run_zoo.gpu_tag(None) is None

@@ -9,7 +9,7 @@
 `profile` drives benchmarks/profile_fixtures.py (the project's one fixture writer)
 with a NAME=PROBLEM:KERNEL pair per zoo entry and variant. `score` reads each
 variant's metrics.json (falling back to raw.csv), classifies it with the kernelopt,
-roofline and sol4 packs, and writes zoo_accuracy.md and zoo_accuracy.json: the
+roofline and sol4 packs, and writes zoo_accuracy_<gpu>.md and .json: the
 primary-label accuracy of each pack on the planted kernels, per entry what each
 pack said, and what kernelopt says about the fix (with the measured durations).
 Published-pack labels are mapped onto the six categories by each pack's `labels`
@@ -111,7 +111,20 @@ def variant_metrics(folder: Path) -> Any | None:
     return None
 
 
-def score(fixtures: Path, out: Path, names: list[str] | None = None) -> dict[str, Any]:
+def gpu_tag(gpu: str | None) -> str | None:
+    """'NVIDIA H100 80GB HBM3' -> 'h100': the short GPU name in result file names."""
+    words = (gpu or "").split()
+    if words and words[0].upper() == "NVIDIA":
+        words = words[1:]
+    return words[0].lower() if words else None
+
+
+def score(fixtures: Path, out: Path, names: list[str] | None = None, stem: str | None = None) -> dict[str, Any]:
+    """Classify every profiled zoo kernel with each pack; write STEM.json and STEM.md to `out`.
+
+    STEM defaults to zoo_accuracy_<gpu> (from the profiles' provenance), so the tables
+    of profiles taken on different GPUs sit side by side.
+    """
     from kernelopt.diagnose.classifier import BottleneckClassifier
 
     classifiers = {pack: BottleneckClassifier(pack) for pack in PACKS}
@@ -173,9 +186,12 @@ def score(fixtures: Path, out: Path, names: list[str] | None = None) -> dict[str
         )
         accuracy[pack]["total_labelled_before_profile"] = len(blind)
     report = {"fixtures": str(fixtures), "provenance": provenance, "accuracy": accuracy, "entries": rows}
+    tag = gpu_tag(provenance.get("gpu"))
+    stem = stem or (f"zoo_accuracy_{tag}" if tag else "zoo_accuracy")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "zoo_accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "zoo_accuracy.md").write_text(markdown(report))
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(markdown(report))
+    report["written"] = [str(out / f"{stem}.md"), str(out / f"{stem}.json")]
     return report
 
 
@@ -275,13 +291,14 @@ def main() -> int:
     s.add_argument("fixtures", type=Path)
     s.add_argument("entries", nargs="*")
     s.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    s.add_argument("--stem", help="output file stem (default: zoo_accuracy_<gpu of the profiles>)")
     opts = ap.parse_args()
     if opts.cmd == "profile":
         return profile(opts.fixtures, opts.entries, ["--timeout", opts.timeout])
-    report = score(opts.fixtures, opts.out, opts.entries)
+    report = score(opts.fixtures, opts.out, opts.entries, opts.stem)
     for pack, a in report["accuracy"].items():
         print(f"{pack}: {a['correct']}/{a['total']}")
-    print(f"wrote {opts.out / 'zoo_accuracy.md'} and {opts.out / 'zoo_accuracy.json'}")
+    print("wrote " + " and ".join(report["written"]))
     return 0
 
 
