@@ -63,12 +63,15 @@ def triton_static(module: types.ModuleType) -> list[StaticResources]:
                 init()  # loads the cubin: registers and spills are known only then
             md = kernel.metadata
             num_warps = int(getattr(md, "num_warps", 0)) or None
+            # Triton's n_spills is the cubin's local memory per thread (spills and stack
+            # frame) in 4-byte words: its driver divides CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES by 4.
+            n_spills = _int(getattr(kernel, "n_spills", None))
             out.append(
                 StaticResources(
                     kernel=str(getattr(md, "name", None) or jit_fn.__name__),
                     source="triton",
                     registers_per_thread=_int(getattr(kernel, "n_regs", None)),
-                    spill_bytes=_int(getattr(kernel, "n_spills", None)),
+                    spill_bytes=4 * n_spills if n_spills is not None else None,
                     shared_mem_bytes=_int(getattr(md, "shared", None)),
                     num_warps=num_warps,
                     num_stages=_int(getattr(md, "num_stages", None)),
