@@ -1,5 +1,5 @@
 """The diagnosis zoo: structure, correctness of every kernel and fix (Triton interpreter,
-small shapes), and the kernelopt pack's primary label on the committed H100 profiles."""
+small shapes), and the kernelopt pack's primary label on the committed H100 and H200 profiles."""
 
 import importlib.util
 import sys
@@ -35,11 +35,12 @@ def test_zoo_covers_every_category_and_the_required_subcauses():
     assert {l["category"] for l in labels.values()} == set(CATEGORIES)
     subcauses = {l["subcause"] for l in labels.values()}
     for required in ("uncoalesced_access", "bank_conflicts", "register_spill", "block_size", "grid_too_small",
-                     "tail_effect", "long_scoreboard", "fma", "tensor", "dram_bandwidth", "launch_overhead"):
+                     "tail_effect", "long_scoreboard", "fma", "tensor", "dram_bandwidth", "launch_overhead", "barrier"):
         assert required in subcauses, required
-    # The reductions with a barrier per step (sinkhorn_barrier, topk_barrier) are labelled
-    # by what their profiles show limits them: the L1/shared traffic of their cross-warp
-    # reductions, not the barriers (see their label notes).
+    # Two Triton reductions with a barrier per step (sinkhorn_barrier, topk_barrier) are
+    # labelled by what their profiles show limits them: the L1/shared traffic of their
+    # cross-warp reductions, not the barriers (see their label notes). reduce_barrier (CUDA)
+    # is the one whose barriers dominate.
     assert {"sinkhorn_barrier", "topk_barrier"} <= set(labels)
     from kernelopt.strategies import load_strategies
 
@@ -136,3 +137,10 @@ def test_score_writes_the_accuracy_table(gpu, tmp_path):
 def test_gpu_tag():
     assert run_zoo.gpu_tag("NVIDIA H100 80GB HBM3") == "h100" and run_zoo.gpu_tag("NVIDIA H200") == "h200"
     assert run_zoo.gpu_tag(None) is None
+
+
+def test_kernel_names_reads_cuda_and_triton_sources():
+    # The stale-profile check compares these names with the profiled kernels'.
+    assert run_zoo.kernel_names(ZOO / "reduce_barrier" / "kernel.py") == {"logsumexp_tree_kernel"}
+    assert run_zoo.kernel_names(ZOO / "bank_conflicts" / "kernel.py") == {"transpose_kernel"}
+    assert run_zoo.kernel_names(ZOO / "dram_unfused" / "kernel.py") == {"affine_kernel", "relu_kernel"}

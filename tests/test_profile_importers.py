@@ -1,4 +1,4 @@
-"""Importers: real H200 ncu output (CSV, .ncu-rep, details) and JSON dumps -> Metrics."""
+"""Importers: real H200 and H100 ncu output (CSV, .ncu-rep, details) and JSON dumps -> Metrics."""
 
 import json
 import re
@@ -12,14 +12,18 @@ from kernelopt.profile.importers import clean_rule_text, import_file
 
 FX = Path(__file__).parent / "fixtures" / "profile"
 EXAMPLES = ["matvec", "rmsnorm", "softmax"]
+# The examples profiled on each GPU (benchmarks/profile_fixtures.py; provenance.json in each folder).
+PROFILE_SETS = {"NVIDIA H200": FX, "NVIDIA H100 80GB HBM3": FX.parent / "profile_h100"}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_csv_and_report_agree(name: str):
-    rep = import_file(FX / name / "profile.ncu-rep")
-    csv = import_file(FX / name / "raw.csv")
+@pytest.mark.parametrize("device", sorted(PROFILE_SETS))
+def test_csv_and_report_agree(device: str, name: str):
+    fx = PROFILE_SETS[device]
+    rep = import_file(fx / name / "profile.ncu-rep")
+    csv = import_file(fx / name / "raw.csv")
     assert rep.source == "ncu-rep" and csv.source == "ncu-csv"
-    assert rep.device == csv.device == "NVIDIA H200"
+    assert rep.device == csv.device == device
     assert [k.name for k in rep.kernels] == [k.name for k in csv.kernels] == [f"{name}_kernel"]
     for key, value in rep.combined.items():
         # the CSV shows some values rounded for display (waves 0.39 for 0.3879)
@@ -27,12 +31,15 @@ def test_csv_and_report_agree(name: str):
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_report_matches_committed_live_profile(name: str):
+@pytest.mark.parametrize("device", sorted(PROFILE_SETS))
+def test_report_matches_committed_live_profile(device: str, name: str):
     """metrics.json was written by NcuProfiler on the GPU; re-reading its report gives the same numbers."""
     from kernelopt.models import Metrics
 
-    live = Metrics.model_validate_json((FX / name / "metrics.json").read_text())
-    again = import_file(FX / name / "profile.ncu-rep")
+    fx = PROFILE_SETS[device]
+    live = Metrics.model_validate_json((fx / name / "metrics.json").read_text())
+    assert live.device == device
+    again = import_file(fx / name / "profile.ncu-rep")
     ncu_keys = [k for k in live.kernels[0].metrics if not k.startswith(("static_", "num_"))]
     assert len(ncu_keys) > 60
     for key in ncu_keys:

@@ -84,7 +84,8 @@ def kernel_names(source: Path) -> set[str]:
     import re
 
     text = source.read_text(encoding="utf-8")
-    names = set(re.findall(r"__global__\s+void\s+(\w+)", text))
+    # `__global__ void [__launch_bounds__(...)] name(`
+    names = set(re.findall(r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)", text))
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
             names.add(node.name)
