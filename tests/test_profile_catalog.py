@@ -38,7 +38,8 @@ def test_labels_are_honest():
     stalls = [e for e in c.values() if e.group == "warp stalls"]
     assert len(stalls) >= 18 and all(e.unit == "cycles/inst" and "%" not in e.label for e in stalls)
     assert "0-32" in c["threads_per_instruction"].label and c["threads_per_instruction"].unit != "%"
-    assert all(c[k].unit == "fraction" for k in ("dram_roofline_fraction", "compute_roofline_fraction"))
+    assert all(c[k].unit == "fraction" for k in ("dram_roofline_fraction", "compute_roofline_fraction",
+                                                 "tensor_roofline_fraction"))
 
 
 def test_aliases_resolve_to_one_key_and_the_first_name_wins():

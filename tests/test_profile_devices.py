@@ -116,3 +116,22 @@ def test_clock_scaled_peak_is_exact_for_an_fma_bound_kernel(tmp_path):
     m = import_metrics(p)
     assert m.roofline.sm_clock_scale == pytest.approx(0.75)
     assert m.roofline.compute_fraction == pytest.approx(0.9)
+
+
+def test_tensor_roofline_from_a_real_h100_matmul_profile():
+    """The zoo's fp16 4096^3 tl.dot, profiled on an H100: ncu's tensor-pipe utilisation is the
+    tensor roofline fraction, and it agrees with the matmul's analytic FLOP rate over the
+    datasheet fp16 tensor peak at the profiled clock to within 0.1."""
+    from kernelopt.profile import import_metrics
+
+    m = import_metrics(FX.parent / "zoo_h100" / "tensor_matmul" / "raw.csv")
+    roof = m.roofline
+    assert roof is not None and roof.tensor_fraction == pytest.approx(m.values()["pipe_tensor_pct"] / 100)
+    assert m.combined["tensor_roofline_fraction"] == roof.tensor_fraction
+    values = m.values()
+    analytic = 2 * 4096**3 / (values["duration_ns"] * 1e-9)
+    peak = lookup_device(m.device).flops["fp16_tensor"] * values["sm_frequency_hz"] / (values["sm_max_frequency_khz"] * 1e3)
+    assert 0.5 < roof.tensor_fraction < 1.0 and abs(analytic / peak - roof.tensor_fraction) < 0.1
+    # A kernel without tensor work gets no tensor fraction.
+    fma = import_metrics(FX.parent / "zoo_h100" / "fma_loop" / "raw.csv")
+    assert fma.roofline.tensor_fraction is None and "tensor_roofline_fraction" not in fma.combined

@@ -174,7 +174,8 @@ class BottleneckClassifier:
     @staticmethod
     def _roofline_headroom(values: dict[str, float]) -> dict[str, float]:
         out = {}
-        for unit, key in (("dram_roofline", "dram_roofline_fraction"), ("compute_roofline", "compute_roofline_fraction")):
+        for unit, key in (("dram_roofline", "dram_roofline_fraction"), ("compute_roofline", "compute_roofline_fraction"),
+                          ("tensor_roofline", "tensor_roofline_fraction")):
             if key in values:
                 out[unit] = round(100.0 * (1.0 - values[key]), 2)
         return out

@@ -72,6 +72,11 @@ class Roofline(Model):
     achieved_flops_per_s: float | None = None
     dram_fraction: float | None = None
     compute_fraction: float | None = None
+    tensor_fraction: float | None = Field(
+        None,
+        description="tensor-core pipe utilisation ncu measured (pipe_tensor_pct / 100): the distance to the "
+        "tensor roofline; tensor FLOPs themselves are not counted",
+    )
 
 
 class Metrics(Model):

@@ -219,11 +219,16 @@ def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
         out.peak_flops_per_s = peak
         if peak:
             out.compute_fraction = out.achieved_flops_per_s / peak
+    # Tensor-core FLOPs are not counted: on Hopper ncu's ops-path counters are reported to
+    # miss wgmma, which Triton emits for tl.dot. The tensor pipe's own utilisation (of its
+    # peak, at the profiled clock) is ncu's measure of how close the kernel runs to it.
+    if values.get("pipe_tensor_pct"):
+        out.tensor_fraction = values["pipe_tensor_pct"] / 100.0
     return out
 
 
 def attach_roofline(metrics: Metrics) -> Metrics:
-    """Set `metrics.roofline` and the catalog keys dram_/compute_roofline_fraction."""
+    """Set `metrics.roofline` and the catalog keys dram_/compute_/tensor_roofline_fraction."""
     roof = roofline(metrics)
     if roof is None:
         return metrics
@@ -233,7 +238,8 @@ def attach_roofline(metrics: Metrics) -> Metrics:
     if roof.sm_clock_scale:
         note += f"; the FLOP peak is scaled by {roof.sm_clock_scale:.3f} to the SM clock ncu profiled at"
     metrics.notes.append(note)
-    for key, value in (("dram_roofline_fraction", roof.dram_fraction), ("compute_roofline_fraction", roof.compute_fraction)):
+    for key, value in (("dram_roofline_fraction", roof.dram_fraction), ("compute_roofline_fraction", roof.compute_fraction),
+                       ("tensor_roofline_fraction", roof.tensor_fraction)):
         if value is not None and metrics.combined is not None:
             metrics.combined[key] = value
     return metrics
