@@ -100,7 +100,7 @@ def test_benchmark_markdown_has_method_table_and_speedups():
     assert "| compile | failed: RuntimeError: no backend |" in md
     assert f"| eager | {r.speedups['eager']:.3f}x |" in md
     assert f"at least {r.options['warmup_ms']} ms and {r.options['warmup_calls']} calls" in md
-    assert "a 84 us GPU busy-wait queued before each call" in md
+    assert "outside the events.\n- Launch guard: a 84 us GPU busy-wait queued before each call" in md
 
 
 def test_benchmark_markdown_without_flush_or_baselines():
