@@ -239,35 +239,3 @@ def test_sampling_max_calls_bounds_tiny_kernels_but_not_min_calls():
     samples, _ = _sample(_Clock([0.001]), min_calls=20, min_ms=0.0, max_calls=20)
     assert len(samples) == 20
 
-
-def test_sampling_runs_with_the_garbage_collector_off_and_restores_it():
-    import gc
-
-    seen = []
-
-    def one_call() -> float:
-        seen.append(gc.isenabled())
-        return 30.0
-
-    assert gc.isenabled()
-    _sample(one_call)
-    assert seen and not any(seen) and gc.isenabled()
-
-
-def test_launch_guard_follows_the_clock_and_host_times():
-    from kernelopt.harness.timing import LaunchGuard, launch_guard_us
-
-    rates = iter([345.0, 1980.0, 1000.0, 1980.0, 1980.0])  # idle clock first, then boost
-    slept: list[int] = []
-    g = LaunchGuard(slept.append, lambda: next(rates))
-    g.before_call()  # call 1: measures the rate, no host time yet: no busy-wait
-    g.after_call(5_000_000.0)  # a compiling first call never sizes the guard
-    assert slept == [] and g.us == 0.0 and g.cycles_per_us == 345.0
-    g.before_call()  # call 2: re-measured, no guard yet (only the first call's host time)
-    g.after_call(40.0)
-    assert g.cycles_per_us == 1980.0 and g.us == launch_guard_us([40.0])
-    g.before_call()  # call 3: no re-measure; busy-wait sized at the highest clock seen
-    assert slept == [int(launch_guard_us([40.0]) * 1980.0)]
-    g.after_call(40.0)
-    g.before_call()  # call 4: re-measured (1000, lower): the highest rate is kept
-    assert g.cycles_per_us == 1980.0 and g.calls == 4

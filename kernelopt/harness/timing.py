@@ -29,7 +29,6 @@ measured the same way:
 
 from __future__ import annotations
 
-import gc
 import math
 import statistics
 import time
@@ -137,36 +136,6 @@ def l2_flush_bytes(device: "torch.device | int | str | None" = None) -> int:
     return 2 * l2 if l2 > 0 else FALLBACK_L2_FLUSH_BYTES
 
 
-class LaunchGuard:
-    """The launch guard's state for one `time_callable` run.
-
-    `sleep(cycles)` queues the GPU busy-wait; `measure_rate()` returns the busy-wait's
-    clock cycles per microsecond as measured now. The rate is re-measured on calls 1, 2,
-    4, 8, ... and the highest kept: a GPU that starts at its idle clock would otherwise
-    run the busy-wait several times shorter than planned once it has clocked up.
-    """
-
-    def __init__(self, sleep: Callable[[int], None], measure_rate: Callable[[], float]) -> None:
-        self.sleep = sleep
-        self.measure_rate = measure_rate
-        self.calls = 0
-        self.cycles_per_us = 0.0
-        self.host_us: list[float] = []
-        self.us = 0.0
-
-    def before_call(self) -> None:
-        self.calls += 1
-        if self.calls & (self.calls - 1) == 0:
-            self.cycles_per_us = max(self.cycles_per_us, self.measure_rate())
-        if self.us > 0 and self.cycles_per_us > 0:
-            self.sleep(int(self.us * self.cycles_per_us))
-
-    def after_call(self, host_us: float) -> None:
-        self.host_us.append(host_us)
-        # The first call may compile for seconds: it must not size the guard.
-        self.us = launch_guard_us(self.host_us[1:])
-
-
 def require_cuda(what: str = "timing") -> None:
     """Raise MissingRequirement (exit 1) when no CUDA device is usable."""
     import torch
@@ -216,20 +185,24 @@ def time_callable(
         start_evt = torch.cuda.Event(enable_timing=True)
         end_evt = torch.cuda.Event(enable_timing=True)
         sleep = getattr(torch.cuda, "_sleep", None) if launch_guard else None
-        guard = LaunchGuard(sleep, lambda: _sleep_cycles_per_us(sleep, start_evt, end_evt, dev)) if sleep else None
+        cycles_per_us = _sleep_cycles_per_us(sleep, start_evt, end_evt, dev) if sleep else 0.0
+        host_us: list[float] = []
+        guard_us = 0.0
 
         def one_call() -> float:
+            nonlocal guard_us
             flush()
-            if guard is not None:
-                guard.before_call()
+            if sleep is not None and guard_us > 0:
+                sleep(int(guard_us * cycles_per_us))
             start_evt.record()
             t0 = time.perf_counter()
             fn()
             host = (time.perf_counter() - t0) * 1e6
             end_evt.record()
             torch.cuda.synchronize(dev)
-            if guard is not None:
-                guard.after_call(host)
+            # The first call may compile for seconds: it must not size the guard.
+            host_us.append(host)
+            guard_us = launch_guard_us(host_us[1:])
             return float(start_evt.elapsed_time(end_evt))
 
         samples, warm_n = sample_calls(
@@ -246,8 +219,8 @@ def time_callable(
         samples,
         warmup_count=warm_n,
         l2_flush_bytes=flush_bytes,
-        method=method_text(flush_l2, guard is not None),
-        launch_guard_us=guard.us if guard is not None else 0.0,
+        method=method_text(flush_l2, sleep is not None),
+        launch_guard_us=guard_us if sleep is not None else 0.0,
     )
 
 
@@ -256,7 +229,7 @@ def _sleep_cycles_per_us(sleep: Callable[[int], None], start: Any, end: Any, dev
     import torch
 
     sleep(1000)  # loads the busy-wait kernel
-    cycles = 200_000  # ~0.1 ms at 2 GHz, ~0.6 ms at an idle clock
+    cycles = 1_000_000
     start.record()
     sleep(cycles)
     end.record()
@@ -277,31 +250,8 @@ def sample_calls(
 ) -> tuple[list[float], int]:
     """The warm-up and sampling rule of `time_callable`: (timed samples, warm-up call count).
 
-    `one_call()` runs one call and returns its measured milliseconds. Python's garbage
-    collector is off while it runs (as `timeit` does): a collection pause while the
-    host enqueues a call can outlast the launch guard and land between the events.
+    `one_call()` runs one call and returns its measured milliseconds.
     """
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        return _sample_calls(one_call, warmup_ms=warmup_ms, warmup_calls=warmup_calls, min_ms=min_ms,
-                             min_calls=min_calls, max_calls=max_calls, warmup_wall_limit_s=warmup_wall_limit_s)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _sample_calls(
-    one_call: Callable[[], float],
-    *,
-    warmup_ms: float,
-    warmup_calls: int,
-    min_ms: float,
-    min_calls: int,
-    max_calls: int,
-    warmup_wall_limit_s: float,
-) -> tuple[list[float], int]:
     # The first call may JIT-compile or autotune on the host between the events: it
     # counts as a warm-up call, but its time does not count towards `warmup_ms`.
     one_call()
