@@ -7,13 +7,16 @@ from pathlib import Path
 from kernelopt.errors import BadInput
 
 
-def read_text(path: str | Path) -> str:
-    """The file's UTF-8 text; BadInput naming the file when it is missing or unreadable."""
+def read_text(path: str | Path, what: str = "") -> str:
+    """The file's UTF-8 text; BadInput naming the file when it is missing or unreadable.
+
+    `what` names the kind of file in the message for a missing one ("no such problem file").
+    """
     path = Path(path)
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
+        raise BadInput(f"{path}: no such {what + ' ' if what else ''}file") from None
     except IsADirectoryError:
         raise BadInput(f"{path}: is a directory, expected a file") from None
     except (OSError, UnicodeDecodeError) as exc:

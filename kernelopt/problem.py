@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import BadInput
+from kernelopt.files import read_text
 from kernelopt.models.harness import Candidate, Problem
 
 PROBLEM_ENTRIES = ("Model", "get_inputs", "get_init_inputs")
@@ -31,17 +32,6 @@ TOLERANCE_NAMES = {"atol": ("atol", "ATOL"), "rtol": ("rtol", "RTOL")}
 # Decorator/attribute names that mark a Triton kernel; call names that mark CUDA.
 _TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
 _CUDA_CALLS = {"load_inline", "load", "compile_extension"}
-
-
-def _read_source(path: Path, what: str) -> str:
-    if not path.exists():
-        raise BadInput(f"{path}: no such {what} file")
-    if not path.is_file():
-        raise BadInput(f"{path}: not a file")
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read: {exc}") from None
 
 
 def _parse(path: Path, source: str) -> ast.Module:
@@ -131,7 +121,7 @@ def load_problem(path: str | Path, overrides: dict[str, str] | None = None, dtyp
     a module-level literal constant, or a value that is not a literal.
     """
     p = Path(path)
-    source = _read_source(p, "problem")
+    source = read_text(p, "problem")
     tree = _parse(p, source)
     names = _top_level_names(tree)
     missing = [n for n in PROBLEM_ENTRIES if n not in names]
@@ -216,7 +206,7 @@ def detect_backend(tree: ast.Module) -> str:
 def load_candidate(path: str | Path) -> Candidate:
     """Check a candidate file statically: entry point, backend, sha256. Nothing is executed."""
     p = Path(path)
-    source = _read_source(p, "candidate")
+    source = read_text(p, "candidate")
     tree = _parse(p, source)
     names = _top_level_names(tree)
     if "ModelNew" in names:
@@ -237,7 +227,7 @@ def load_candidate(path: str | Path) -> Candidate:
 def cuda_sources(path: str | Path) -> list[str]:
     """String literals of a candidate that hold CUDA code (for compiling without a GPU)."""
     p = Path(path)
-    tree = _parse(p, _read_source(p, "candidate"))
+    tree = _parse(p, read_text(p, "candidate"))
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
@@ -261,7 +251,7 @@ class _SourceLoader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname: str) -> types.CodeType:
         path = Path(self.get_filename(fullname))
-        tree = _parse(path, _read_source(path, "source"))
+        tree = _parse(path, read_text(path, "source"))
         _apply_overrides(path, tree, self.overrides)
         return compile(tree, str(path), "exec", dont_inherit=True)
 

@@ -24,15 +24,21 @@ def data_dir(folder: DataFolder) -> Path:
     return Path(str(importlib.resources.files("kernelopt.data") / folder))
 
 
-def render_template(name: str, **context: Any) -> str:
-    """Render `templates/<name>` with jinja2 (autoescape off: the outputs are Markdown/text)."""
+@functools.lru_cache(maxsize=1)
+def _template_env() -> Any:
+    # One environment per process, so each template is compiled once (10-20 ms each),
+    # not on every render; jinja2 still reloads a template whose file changed.
     import jinja2
 
-    env = jinja2.Environment(
+    return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    return env.get_template(name).render(**context)
+
+
+def render_template(name: str, **context: Any) -> str:
+    """Render `templates/<name>` with jinja2 (autoescape off: the outputs are Markdown/text)."""
+    return _template_env().get_template(name).render(**context)

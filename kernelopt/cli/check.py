@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from kernelopt.cli.common import dtype_option, emit, json_option, kernel_option, parse_overrides, set_option
-from kernelopt.models.harness import Verification
+
+if TYPE_CHECKING:
+    from kernelopt.models.harness import Verification
 
 
-def render_verification(v: Verification) -> str:
+def render_verification(v: "Verification") -> str:
     lines = [f"problem   {v.problem.path}", f"candidate {v.candidate.path} ({v.candidate.backend}, {v.candidate.entry})",
              f"device    {v.device}", f"tolerance atol={v.atol:g} rtol={v.rtol:g}"]
     if v.trials:

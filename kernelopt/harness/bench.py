@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from kernelopt.errors import BadInput, CandidateFailed, MissingRequirement
 from kernelopt.harness.baselines import BASELINES
 from kernelopt.harness.isolate import ChildResult, run_in_child
-from kernelopt.harness.timing import speedup, timing_defaults
+from kernelopt.harness.timing import require_cuda, speedup, timing_defaults
 from kernelopt.models.harness import BenchResult, Candidate, Problem, Timing
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -47,8 +47,7 @@ def bench(
     bad = [b for b in baselines if b not in BASELINES]
     if bad:
         raise BadInput(f"unknown baseline(s) {', '.join(bad)} (known: {', '.join(BASELINES)})")
-    if not gpu_available():
-        raise MissingRequirement("no CUDA GPU is available: bench needs one, so no timing was done")
+    require_cuda("bench")
     args = {
         "problem": problem.model_dump(mode="json"),
         "candidate": candidate.model_dump(mode="json"),

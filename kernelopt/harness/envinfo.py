@@ -14,13 +14,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 from pydantic import Field
 
 from kernelopt.models.common import Model
 
-Requirement = Literal["gpu", "ncu", "nvcc", "ptxas"]
+# What `missing_requirements` (and `env --require`) can check.
 REQUIREMENTS: tuple[str, ...] = ("gpu", "ncu", "nvcc", "ptxas")
 
 TOOL_TIMEOUT_S = 20.0
@@ -270,7 +270,7 @@ def missing_requirements(env: EnvInfo, required: Sequence[str]) -> list[str]:
         if req == "gpu":
             if not env.gpus:
                 missing.append("gpu: no CUDA GPU is visible to torch")
-        elif req in ("ncu", "nvcc", "ptxas"):
+        elif req in REQUIREMENTS:
             info = env.tools.get(req)
             if info is None or info.version is None:
                 missing.append(f"{req}: {info.error if info and info.error else 'not checked'}")

@@ -170,15 +170,17 @@ def compare_output(index: int, out: Any, ref: Any, atol: float, rtol: float) -> 
     poisoned = poison_mask(out) if out.is_floating_point() else None
     o = out.detach().to("cpu", torch.float64)
     r = ref_t.detach().to("cpu", torch.float64)
-    ref_finite = torch.isfinite(r)
-    bad_nonfinite = ~torch.isfinite(o) & ref_finite
+    out_finite, ref_finite = torch.isfinite(o), torch.isfinite(r)
+    bad_nonfinite = ~out_finite & ref_finite
     close = torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
     mismatch = ~close | bad_nonfinite
-    both_finite = torch.isfinite(o) & ref_finite
-    diff = (o - r).abs()
-    max_abs = float(diff[both_finite].max()) if bool(both_finite.any()) else 0.0
-    ref_norm = float(torch.linalg.vector_norm(r[both_finite])) if bool(both_finite.any()) else 0.0
-    diff_norm = float(torch.linalg.vector_norm(diff[both_finite])) if bool(both_finite.any()) else 0.0
+    both_finite = out_finite & ref_finite
+    max_abs = ref_norm = diff_norm = 0.0
+    if bool(both_finite.any()):
+        diff = (o[both_finite] - r[both_finite]).abs()
+        max_abs = float(diff.max())
+        ref_norm = float(torch.linalg.vector_norm(r[both_finite]))
+        diff_norm = float(torch.linalg.vector_norm(diff))
     rel_l2 = diff_norm / ref_norm if ref_norm > 0 else diff_norm
     count = int(mismatch.sum())
     first = None
