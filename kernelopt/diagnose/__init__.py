@@ -9,6 +9,7 @@ reusable part for pipelines that already hold Metrics.
 from __future__ import annotations
 
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,10 +68,8 @@ def diagnose(
             raise BadInput("diagnose: PROBLEM needs --kernel CANDIDATE")
         from kernelopt.profile import profile_candidate
 
-        if out_dir is None:
-            with tempfile.TemporaryDirectory(prefix="kernelopt-diagnose-") as tmp:
-                metrics = profile_candidate(problem, kernel, overrides=overrides, dtype=dtype, out_dir=tmp, profiler=profiler)
-        else:
-            metrics = profile_candidate(problem, kernel, overrides=overrides, dtype=dtype, out_dir=out_dir, profiler=profiler)
+        where = tempfile.TemporaryDirectory(prefix="kernelopt-diagnose-") if out_dir is None else nullcontext(out_dir)
+        with where as reports:
+            metrics = profile_candidate(problem, kernel, overrides=overrides, dtype=dtype, out_dir=reports, profiler=profiler)
     assert metrics is not None
     return classifier.classify(metrics)

@@ -45,7 +45,8 @@ DERIVED: dict[str, str] = {
 }
 
 
-# Derived values that combine several inputs and are computed from whichever are present.
+# Derived values that combine several inputs and are computed from whichever are present:
+# `derive` reads its inputs from here, so `incomplete_inputs` names exactly what it lacked.
 PARTIAL_INPUTS: dict[str, tuple[str, ...]] = {
     "max_stall": STALL_KEYS,
     "dominant_stall_share": STALL_KEYS,
@@ -95,19 +96,19 @@ def derive(values: dict[str, float], metrics: "Metrics | None" = None) -> dict[s
             v = _num(values, k)
             if v is not None:
                 out[f"{k}_share"] = v / cpi
-    pipes = _present(values, PIPE_KEYS)
+    pipes = _present(values, PARTIAL_INPUTS["max_pipe_pct"])
     if pipes:
         out["max_pipe_pct"] = max(pipes)
-    units = _present(values, ("sm_throughput_pct", "memory_throughput_pct"))
+    units = _present(values, PARTIAL_INPUTS["max_throughput_pct"])
     if units:
         out["max_throughput_pct"] = max(units)
-    onchip = _present(values, ("l1tex_throughput_pct", "l2_throughput_pct"))
+    onchip = _present(values, PARTIAL_INPUTS["onchip_throughput_pct"])
     if onchip:
         out["onchip_throughput_pct"] = max(onchip)
     achieved, theoretical = _num(values, "achieved_occupancy_pct"), _num(values, "theoretical_occupancy_pct")
     if achieved is not None and theoretical:
         out["occupancy_ratio"] = achieved / theoretical
-    limits = _present(values, OCCUPANCY_LIMIT_KEYS)
+    limits = _present(values, PARTIAL_INPUTS["min_occupancy_limit"])
     if limits:
         out["min_occupancy_limit"] = min(limits)
     grid, sms = _num(values, "grid_size"), _num(values, "sm_count")
@@ -116,7 +117,7 @@ def derive(values: dict[str, float], metrics: "Metrics | None" = None) -> dict[s
     waves = _num(values, "waves_per_sm")
     if waves is not None and waves > 0:
         out["wave_efficiency"] = waves / math.ceil(waves)
-    conflicts = _present(values, ("shared_bank_conflicts_ld", "shared_bank_conflicts_st"))
+    conflicts = _present(values, PARTIAL_INPUTS["shared_bank_conflicts"])
     if conflicts:
         out["shared_bank_conflicts"] = sum(conflicts)
     if metrics is not None and metrics.kernels:

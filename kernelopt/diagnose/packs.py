@@ -116,9 +116,6 @@ class RulePack:
     info: PackInfo
     rules: list[Rule] = field(default_factory=list)
 
-    def category_of(self, label: str) -> str:
-        return self.info.labels.get(label, label)
-
 
 def known_names() -> set[str]:
     """Names a condition may read: metric catalog keys and derived values."""

@@ -213,8 +213,12 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def _parse_formula(text: str) -> object:
-    """Parse into a tiny AST: ('num', x) | ('name', n) | (op, left, right)."""
+    """Parse into a tiny AST: ('num', x) | ('name', n) | (op, left, right).
+
+    Cached: the catalog's few formulas are parsed when it loads, then evaluated for every kernel.
+    """
     toks = _tokens(text)
     pos = 0
 
@@ -263,8 +267,9 @@ def _parse_formula(text: str) -> object:
     return tree
 
 
-def _formula_names(text: str) -> list[str]:
-    return [value for kind, value in _tokens(text) if kind == "name"]
+@functools.lru_cache(maxsize=256)
+def _formula_names(text: str) -> tuple[str, ...]:
+    return tuple(value for kind, value in _tokens(text) if kind == "name")
 
 
 def evaluate(text: str, values: dict[str, float]) -> float | None:

@@ -76,17 +76,20 @@ def _cache_key(device: str, driver: str | None) -> str:
     return f"{device}|{driver or '?'}"
 
 
+def _read_cache() -> dict[str, Any]:
+    """The ceilings cache; empty when it is missing or unreadable."""
+    try:
+        data = json.loads(cache_path().read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def cached_ceilings(device: str | None, driver: str | None = None) -> Ceilings | None:
     """Measured ceilings for `device` (and `driver` when given) from the cache, if any."""
     if not device:
         return None
-    path = cache_path()
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(data, dict):
-        return None
+    data = _read_cache()
     entries = [data.get(_cache_key(device, driver))] if driver else [
         v for k, v in data.items() if k.split("|", 1)[0] == device
     ]
@@ -164,12 +167,7 @@ def describe_ceilings(measured: dict[str, Any]) -> str:
 def _store(ceilings: Ceilings) -> None:
     path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict):
-            data = {}
-    except (OSError, json.JSONDecodeError):
-        data = {}
+    data = _read_cache()
     data[_cache_key(ceilings.device, ceilings.driver)] = ceilings.model_dump(mode="json")
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2))
@@ -227,6 +225,9 @@ def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
     return out
 
 
+_ROOFLINE_NOTE = "roofline fractions are relative to"
+
+
 def attach_roofline(metrics: Metrics) -> Metrics:
     """Set `metrics.roofline` and the catalog keys dram_/compute_/tensor_roofline_fraction."""
     roof = roofline(metrics)
@@ -234,10 +235,11 @@ def attach_roofline(metrics: Metrics) -> Metrics:
         return metrics
     metrics.roofline = roof
     which = "measured ceilings (kernelopt env --measure)" if roof.measured else "datasheet peaks"
-    note = f"roofline fractions are relative to {which} of {roof.device}"
+    note = f"{_ROOFLINE_NOTE} {which} of {roof.device}"
     if roof.sm_clock_scale:
         note += f"; the FLOP peak is scaled by {roof.sm_clock_scale:.3f} to the SM clock ncu profiled at"
-    metrics.notes.append(note)
+    # A re-imported metrics.json already carries the note of its first attach: replace it, not repeat it.
+    metrics.notes[:] = [n for n in metrics.notes if not n.startswith(_ROOFLINE_NOTE)] + [note]
     for key, value in (("dram_roofline_fraction", roof.dram_fraction), ("compute_roofline_fraction", roof.compute_fraction),
                        ("tensor_roofline_fraction", roof.tensor_fraction)):
         if value is not None and metrics.combined is not None:

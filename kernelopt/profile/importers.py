@@ -54,23 +54,31 @@ def import_file(path: str | Path) -> Metrics:
         raise BadInput(f"{path}: cannot read as text ({exc}); expected ncu CSV, JSON or .ncu-rep") from None
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        saved = read_metrics_json(text, path)
+        doc = _load_json(text, path)  # parsed once, whichever of the two JSON forms it is
+        saved = read_metrics_json(doc, path)
         if saved is not None:
             return saved
-        return assemble(read_json_dump(text, path), source="json", provenance={"file": str(path)})
+        return assemble(read_json_dump(doc, path), source="json", provenance={"file": str(path)})
     if '"ID"' in text[:10000] or stripped.startswith("ID,"):
         return assemble(read_ncu_csv(text, path), source="ncu-csv", provenance={"file": str(path)})
     raise BadInput(f"{path}: not a recognised metrics file (ncu --csv --page raw, .ncu-rep, or JSON dump)")
 
 
-def read_metrics_json(text: str, path: str | Path) -> Metrics | None:
-    """kernelopt's own Metrics document (`metrics.json`, `profile --json`); None for other JSON."""
-    from pydantic import ValidationError
-
+def _load_json(text: Any, path: str | Path) -> Any:
+    """JSON text parsed (BadInput names file and line); an already parsed document as is."""
+    if not isinstance(text, str):
+        return text
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+
+
+def read_metrics_json(text: Any, path: str | Path) -> Metrics | None:
+    """kernelopt's own Metrics document (`metrics.json`, `profile --json`), as text or parsed; None for other JSON."""
+    from pydantic import ValidationError
+
+    doc = _load_json(text, path)
     if not (isinstance(doc, dict) and "kernels" in doc and "source" in doc):
         return None
     try:
@@ -250,12 +258,9 @@ def _rule(d: dict[str, Any]) -> RuleResult:
 
 # ---------------------------------------------------------------- JSON dumps
 
-def read_json_dump(text: str, path: str | Path = "<json>") -> list[RawKernel]:
-    """`{"metrics": {kernel: {ncu_name: value | {"value": v, "unit": u}}}, "device": ...}`."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+def read_json_dump(text: Any, path: str | Path = "<json>") -> list[RawKernel]:
+    """`{"metrics": {kernel: {ncu_name: value | {"value": v, "unit": u}}}, "device": ...}`, as text or parsed."""
+    doc = _load_json(text, path)
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
         raise BadInput(f"{path}: expected a JSON object with a 'metrics' object of kernel -> {{ncu_name: value}}")
     device = doc.get("device") if isinstance(doc.get("device"), str) else None
