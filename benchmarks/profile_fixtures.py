@@ -39,15 +39,6 @@ def parse_pair(text: str) -> tuple[str, Path, Path]:
     return name, Path(problem), Path(kernel)
 
 
-def arguments(doc: str, out_name: str) -> argparse.ArgumentParser:
-    """The options both GPU scripts take: an output path, pairs, a per-run time limit."""
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(out_name, type=Path)
-    ap.add_argument("pairs", nargs="*", help="NAME=PROBLEM.py:KERNEL.py (default: every examples/*/ pair)")
-    ap.add_argument("--timeout", type=float, default=300.0)
-    return ap
-
-
 def require_ncu() -> str:
     from kernelopt.harness.envinfo import find_tool
 
@@ -63,6 +54,20 @@ def tool_out(argv: list[str], timeout: float = 120) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{argv[0]}: {exc}"
     return proc.stdout if proc.returncode == 0 else proc.stdout + proc.stderr
+
+
+def git_commit() -> str | None:
+    """The commit measured: `KERNELOPT_COMMIT`, else `git rev-parse HEAD` of this checkout.
+
+    The lent GPU gets the work tree without .git: benchmarks/gpu_session.sh passes the commit."""
+    if os.environ.get("KERNELOPT_COMMIT"):
+        return os.environ["KERNELOPT_COMMIT"]
+    try:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=str(ROOT), check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def environment(ncu: str | None = None) -> dict[str, object]:
@@ -81,9 +86,9 @@ def environment(ncu: str | None = None) -> dict[str, object]:
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
-    # The lent GPU gets the work tree without .git: benchmarks/gpu_session.sh passes the commit.
-    if os.environ.get("KERNELOPT_COMMIT"):
-        env["kernelopt_commit"] = os.environ["KERNELOPT_COMMIT"]
+    commit = git_commit()
+    if commit:
+        env["kernelopt_commit"] = commit
     if ncu:
         env["ncu_version"] = tool_out([ncu, "--version"]).strip().splitlines()[-1]
     return env
@@ -94,7 +99,10 @@ def main() -> int:
     from kernelopt.profile.ncu import EXTRA_METRICS, NcuProfiler, ncu_command, supported_metrics
     from kernelopt.profile.report import write_outputs
 
-    ap = arguments(__doc__ or "", "outdir")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("outdir", type=Path)
+    ap.add_argument("pairs", nargs="*", help="NAME=PROBLEM.py:KERNEL.py (default: every examples/*/ pair)")
+    ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--max-rep-bytes", type=int, default=1 << 20)
     opts = ap.parse_args()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # profile_fixtures: the shared provenance pieces
 
 MIN_KERNEL_MS = 0.5
 SPREAD_LIMIT = 0.01
@@ -182,18 +182,6 @@ def run_case(name: str, runs: int, seed: int, timeout_s: float,
     return out, env
 
 
-def _git_commit() -> str | None:
-    # The lent GPU gets a copy of the work tree without .git: the caller passes the commit.
-    if os.environ.get("KERNELOPT_COMMIT"):
-        return os.environ["KERNELOPT_COMMIT"]
-    try:
-        proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=str(ROOT), check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("output", help="JSON file to write")
@@ -248,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _document(cases: dict[str, dict[str, Any]], env: dict[str, Any], started: _dt.datetime, runs: int,
               *, complete: bool) -> dict[str, Any]:
+    from profile_fixtures import git_commit
+
     gpus = env.get("gpus") or []
     return {
         "benchmark": "timing_stability",
@@ -264,7 +254,7 @@ def _document(cases: dict[str, dict[str, Any]], env: dict[str, Any], started: _d
             "torch_cuda": env.get("torch_cuda"),
             "triton": env.get("triton"),
             "python": env.get("python"),
-            "kernelopt_commit": _git_commit(),
+            "kernelopt_commit": git_commit(),
             "method": "kernelopt.harness.timing.time_callable defaults via kernelopt.harness.bench.bench "
                       "(one child process per run; control runs with launch_guard=False interleaved); do_bench: triton.testing.do_bench(fn, return_mode='median')",
         },

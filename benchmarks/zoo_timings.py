@@ -22,13 +22,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def main() -> int:
     from kernelopt.errors import KerneloptError
-    from kernelopt.harness.bench import bench
+    from kernelopt.harness.bench import bench, gpu_available
     from kernelopt.problem import load_candidate, load_problem
     from kernelopt.yamlio import load_yaml
 
-    import torch
-
-    if not torch.cuda.is_available():
+    if not gpu_available():
         raise SystemExit("zoo_timings.py needs a CUDA GPU: nothing was timed")
     out = Path(sys.argv[1])
     names = sys.argv[2:] or sorted(d.name for d in (ROOT / "benchmarks" / "zoo").iterdir() if (d / "label.yaml").is_file())

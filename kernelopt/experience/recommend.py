@@ -158,11 +158,18 @@ def semantic_scores(store: "ExperienceStore", idx: Index, text: str, notes: list
         q = store.embed_texts([text], embedder)[text]
         return np.clip(mat @ q, 0.0, 1.0)[idx.sit_idx], "embedding"
     notes.append("no embedding model could be loaded: ranking by BM25 (SQLite FTS5) instead of meaning")
-    lex = dict(store.lexical(text, limit=n or 1))
+    return _lexical_scores(store, idx, text, limit=n or 1), "bm25"
+
+
+def _lexical_scores(store: "ExperienceStore", idx: Index, query: str, limit: int = 200) -> "np.ndarray":
+    """BM25 relevance of `query` to every record of the index, the user's and the seed's."""
+    import numpy as np
+
+    lex = dict(store.lexical(query, limit=limit))
     seed = store._seed()
     if seed is not None:
-        lex.update(seed.lexical(text, limit=n or 1))
-    return np.array([lex.get(i, 0.0) for i in idx.ids], dtype=np.float64), "bm25"
+        lex.update(seed.lexical(query, limit=limit))
+    return np.array([lex.get(i, 0.0) for i in idx.ids], dtype=np.float64)
 
 
 def relevance(store: "ExperienceStore", situation: Situation, notes: list[str]) -> tuple[Index, "np.ndarray", "np.ndarray", str]:
@@ -188,17 +195,13 @@ def _gain(speedup: float) -> float:
     return min(1.0, max(0.05, math.log2(speedup))) if speedup > 1 else 0.05
 
 
-def _pack_recommendations(situation: Situation, notes: list[str], anti_patterns: bool = False) -> list[Recommendation]:
-    """The strategy packs' recommendations for the situation's bottleneck (none if packs are unavailable);
-    with `anti_patterns`, the packs' "don't do this here" entries instead."""
+def _pack_recommendations(situation: Situation, anti_patterns: bool = False) -> list[Recommendation]:
+    """The strategy packs' recommendations for the situation's bottleneck (none without a bottleneck
+    and backend); with `anti_patterns`, the packs' "don't do this here" entries instead."""
     if situation.bottleneck is None or situation.backend is None:
         return []
-    try:
-        from kernelopt.strategies import recommend_strategies
-    except ImportError:
-        notes.append("strategy packs are not available in this install: experience only")
-        return []
     from kernelopt.models.diagnosis import Bottleneck, Diagnosis
+    from kernelopt.strategies import recommend_strategies
 
     primary = Bottleneck(
         category=situation.bottleneck, subcause=situation.stall, confidence=1.0,
@@ -260,7 +263,7 @@ def recommend(store: "ExperienceStore", situation: Situation, n: int = 5, *, inc
                                  records=[idx.ids[i] for i in members[:10]],
                                  parts={k2: round(v, 4) for k2, v in parts.items()})
     if include_packs:
-        packs = _pack_recommendations(situation, notes)
+        packs = _pack_recommendations(situation)
         top_pack = max((p.score for p in packs), default=0.0) or 1.0
         for p in packs:
             pscore = max(0.0, p.score) / top_pack
@@ -297,7 +300,7 @@ def recommend(store: "ExperienceStore", situation: Situation, n: int = 5, *, inc
         known += [
             KnownFailure(strategy=p.strategy, reason=f"pack anti-pattern: {p.title or p.strategy}; {p.reason}",
                          source="pack")
-            for p in _pack_recommendations(situation, [], anti_patterns=True) if p.strategy not in listed
+            for p in _pack_recommendations(situation, anti_patterns=True) if p.strategy not in listed
         ]
     return ExperienceAnswer(recommendations=ranked, known_failures=known, retrieval=mode, notes=notes)
 
@@ -311,12 +314,9 @@ def search(store: "ExperienceStore", query: str, n: int = 10) -> list[SearchHit]
     from kernelopt.experience.store import situation_text
 
     sem, mode = semantic_scores(store, idx, situation_text(query), notes)
-    lex = dict(store.lexical(query))
-    seed = store._seed()
-    if seed is not None:
-        lex.update(seed.lexical(query))
-    lexv = np.array([lex.get(i, 0.0) for i in idx.ids], dtype=np.float64)
+    lexv = _lexical_scores(store, idx, query)
     score = lexv if mode == "bm25" else 0.7 * sem + 0.3 * lexv
+    seed = store._seed()
     order = [i for i in np.argsort(-score, kind="stable")[:n].tolist() if score[i] > 0]
     hits = []
     for i in order:

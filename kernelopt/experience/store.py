@@ -534,9 +534,12 @@ class ExperienceStore:
     # --- stats
 
     def stats(self, top: int = 3) -> ExperienceStats:
+        return self._stats(self.list(), top)
+
+    def _stats(self, records: list[ExperienceRecord], top: int = 3) -> ExperienceStats:
+        """Stats of `records` (the user's, as `list()` returns them) and of this database."""
         from kernelopt.experience.embeddings import model_name
 
-        records = self.list()
         seed = self._seed()
         by_bn: dict[str, Counter[str]] = defaultdict(Counter)
         strat: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -578,7 +581,7 @@ class ExperienceStore:
         wins = sorted((r for r in records if r.outcome == "success" and r.speedup),
                       key=lambda r: -(r.speedup or 0))[:20]
         failures = [r for r in records if r.outcome in ("failure", "incorrect")][:20]
-        return render_template("experience_digest.md", title=title, stats=self.stats(),
+        return render_template("experience_digest.md", title=title, stats=self._stats(records),
                                wins=wins, failures=failures)
 
 
