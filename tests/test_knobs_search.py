@@ -11,10 +11,10 @@ import pytest
 
 from kernelopt.errors import BadInput
 from kernelopt.models.diagnosis import Bottleneck, Diagnosis
-from kernelopt.models.harness import Problem
+from kernelopt.models.harness import Candidate, Evaluation, Problem, TimingStats
 from kernelopt.models.optimize import Attempt, KnobValue, OptimizeContext, Proposal, Version
 from kernelopt.models.recommendation import Recommendation
-from kernelopt.optimize.base import get_optimizer
+from kernelopt.optimize.base import at_roofline, get_optimizer, roofline_share
 from kernelopt.optimize.knobs import discover_knobs, knob_values
 from kernelopt.optimize.knobs.search import KnobSearchOptimizer, enumerate_space, space_size
 
@@ -150,8 +150,26 @@ def test_strategies_named_by_the_diagnosis_are_used_without_recommendations(tmp_
     assert run.step(1)[0].change == "BLOCK_M 128 -> 64"
 
 
-def test_near_roofline_proposes_nothing(tmp_path: Path) -> None:
-    assert Run(tmp_path, bowl, diag=diagnosis("compute", near_roofline=True)).step(1) == []
+def _timed(version: Version, ms: float) -> Version:
+    timing = TimingStats(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, cv=0.0, count=10, warmup_count=2,
+                         l2_flush_bytes=0)
+    candidate = Candidate(path=version.path, name=version.id, backend="triton", entry="ModelNew", sha256="0")
+    return version.model_copy(update={"evaluation": Evaluation(problem=PROBLEM, candidate=candidate, timing=timing)})
+
+
+def test_at_the_problems_roofline_proposes_nothing_but_a_busy_unit_does_not_stop(tmp_path: Path) -> None:
+    run = Run(tmp_path, bowl, diag=diagnosis("dram", near_roofline=True))
+    v0 = _timed(run.evaluated[0][0], 1.0)
+    opt = KnobSearchOptimizer()
+
+    def context(floor_ms: float | None) -> OptimizeContext:
+        return OptimizeContext(problem=PROBLEM, round=1, beam=[v0], roofline_floor_ms=floor_ms)
+
+    # ncu says DRAM is busy, but the time is twice the problem's floor: the data moves twice.
+    assert opt.propose(context(0.5)) != []
+    assert opt.propose(context(None)) != []  # no floor (the CPU interpreter): never a roofline stop
+    assert opt.propose(context(0.95)) == []  # 95 % of the floor: nothing a knob can buy
+    assert roofline_share(v0, 0.95) == pytest.approx(0.95) and at_roofline(v0, 0.9) and not at_roofline(v0, 0.89)
 
 
 def test_failed_configs_are_never_retried_nor_larger_ones_after_out_of_resources(tmp_path: Path) -> None:

@@ -92,6 +92,8 @@ class OptimizeContext(Model):
     proposals_per_member: int = 4
     budget_left: int | None = Field(None, description="evaluations left, if bounded")
     device: str | None = None
+    roofline_floor_ms: float | None = Field(
+        None, description="the least time the problem's inputs and outputs allow at peak DRAM bandwidth (GPU only)")
     seed: int = 0
     options: dict[str, Any] = Field(default_factory=dict, description="optimizer options from the CLI / library call")
 

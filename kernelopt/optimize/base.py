@@ -12,10 +12,17 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from kernelopt.errors import BadInput
-from kernelopt.models.optimize import OptimizeContext, Proposal
+from kernelopt.models.optimize import OptimizeContext, Proposal, Version
 from kernelopt.registry import Registry
 
 ENTRY_POINT_GROUP = "kernelopt.optimizers"
+
+# A version sits at its roofline when its time is within this share of the problem's DRAM
+# floor. The floor is the problem's own (its inputs and outputs at peak bandwidth), not a
+# unit's utilisation: ncu's "DRAM 90 %" also reads high for a kernel that moves its data
+# twice, and an "ALU 85 %" for one that spends its cycles on index arithmetic - on the H100
+# suite such kernels sat at 12-45 % of the problem's floor, with knob wins left.
+AT_ROOFLINE_SHARE = 0.90
 
 # name -> "module:attribute"; imported only when chosen, so the CLI stays fast.
 BUILTIN: dict[str, str] = {
@@ -34,6 +41,21 @@ class Optimizer(Protocol):
     def propose(self, context: OptimizeContext) -> list[Proposal]:
         """New proposals for this round; an empty list means the optimizer has nothing left to try."""
         ...
+
+
+def roofline_share(version: Version, floor_ms: float | None) -> float | None:
+    """floor / time: the share of the problem's DRAM roofline this version reaches; None when unknown."""
+    median = version.median_ms
+    if not floor_ms or not median:
+        return None
+    return floor_ms / median
+
+
+def at_roofline(version: Version, floor_ms: float | None) -> bool:
+    """Whether no launch-level change can buy a measurable gain: the version's time is within
+    AT_ROOFLINE_SHARE of the problem's DRAM floor. Without a floor (the CPU interpreter) never."""
+    share = roofline_share(version, floor_ms)
+    return share is not None and share >= AT_ROOFLINE_SHARE
 
 
 REGISTRY = Registry("optimizer", ENTRY_POINT_GROUP, BUILTIN)

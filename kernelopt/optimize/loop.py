@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from kernelopt.errors import BadInput, CandidateFailed
 from kernelopt.models.harness import Candidate, Evaluation, Problem, TimingStats
 from kernelopt.models.optimize import Attempt, OptimizeContext, RunConfig, RunState, Version
+from kernelopt.optimize.base import at_roofline, roofline_share
 from kernelopt.problem import normalized_source_hash
 
 # A change counts as faster / slower beyond this relative difference of medians.
@@ -150,8 +151,15 @@ class Loop:
         return OptimizeContext(
             problem=self.problem, round=round_, beam=beam, recommendations=recs, history=self.history(),
             tried_sources=tried, proposals_per_member=self.config.proposals_per_member,
-            budget_left=self.budget_left(), device=self.config.device, seed=self.config.seed, options=options,
+            budget_left=self.budget_left(), device=self.config.device, roofline_floor_ms=self.floor_ms(),
+            seed=self.config.seed, options=options,
         )
+
+    def floor_ms(self) -> float | None:
+        """The problem's DRAM floor as the engine's workers measured it (None on the CPU)."""
+        ready = getattr(self.engine, "ready", None) or []
+        floors = [r.reference_floor_ms for r in ready if r.reference_floor_ms]
+        return min(floors) if floors else None
 
     def history(self) -> list[Attempt]:
         out = []
@@ -297,9 +305,9 @@ class Loop:
         for round_ in range(start_round, self.config.rounds + 1):
             self.profile_beam()
             head = self.state.versions[self.state.beam[0]] if self.state.beam else None
-            if head is not None and head.diagnosis is not None and head.diagnosis.primary is not None \
-                    and head.diagnosis.primary.near_roofline:
-                stop = "at the roofline"
+            if head is not None and at_roofline(head, self.floor_ms()):
+                share = roofline_share(head, self.floor_ms()) or 0.0
+                stop = f"at the roofline ({share:.0%} of the DRAM floor)"
                 break
             if self.budget_left() == 0:
                 stop = "evaluation budget"

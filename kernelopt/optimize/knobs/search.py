@@ -29,6 +29,7 @@ from typing import Any, Iterator
 from kernelopt.errors import BadInput
 from kernelopt.models.optimize import Attempt, KnobSpec, KnobValue, OptimizeContext, Proposal, Version
 from kernelopt.models.strategy import Knob, Strategy
+from kernelopt.optimize.base import at_roofline
 from kernelopt.optimize.knobs.discover import KnobSite, find_sites
 from kernelopt.optimize.knobs.rewrite import in_domain, set_knobs
 
@@ -153,8 +154,8 @@ class KnobSearchOptimizer:
         if not context.beam:
             return []
         best = context.beam[0]
-        if best.diagnosis is not None and best.diagnosis.primary is not None and best.diagnosis.primary.near_roofline:
-            return []  # at its roofline: no knob will buy a measurable gain
+        if at_roofline(best, context.roofline_floor_ms):
+            return []  # at the problem's roofline: no knob will buy a measurable gain
         budget = context.budget_left if context.budget_left is not None else None
         if budget is not None and budget <= 0:
             return []
