@@ -12,6 +12,11 @@ engine so they are compared by one method at one moment. Reported per case:
   minutes   = wall-clock of the search run (goal <= 2)
 
   python3 benchmarks/knob_search.py [--cases gelu,row_sum] [--no-exhaustive] [-o OUT_PREFIX]
+      [--exhaustive-from EARLIER.json ...]
+
+Exhaustive search is measured once: `--exhaustive-from` takes an earlier run's JSON and, for
+the cases it holds, re-times only its exhaustive winner head to head with the new search's
+(same space, same interleaved method), instead of enumerating the space again.
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ def knob_space(kernel: Path, domains: dict[str, list[Any]], exclude: list[str]) 
     return configs, {n: d for n, d in used_domains.items() if n in names}
 
 
-def run_case(name: str, out: Path, exhaustive: bool, rounds: int, budget_minutes: float) -> dict[str, Any]:
+def run_case(name: str, out: Path, exhaustive: bool, rounds: int, budget_minutes: float,
+             earlier: dict[str, Any] | None = None) -> dict[str, Any]:
     from kernelopt.harness.evaluate import Engine
     from kernelopt.optimize.knobs.rewrite import set_knobs
     from kernelopt.optimize.loop import optimize
@@ -96,6 +102,15 @@ def run_case(name: str, out: Path, exhaustive: bool, rounds: int, budget_minutes
         return res
     problem = load_problem(problem_path)
     source = kernel_path.read_text()
+    if earlier and earlier.get("exhaustive_best_knobs"):
+        # Measured once before: only its winner is evaluated again.
+        if earlier.get("space") != len(configs):
+            raise SystemExit(f"{name}: the earlier exhaustive run covered {earlier.get('space')} configs, "
+                             f"this space has {len(configs)}")
+        configs = [earlier["exhaustive_best_knobs"]]
+        for key in ("exhaustive_wall_s", "exhaustive_evals", "exhaustive_failed"):
+            res[key] = earlier.get(key)
+        res["exhaustive_from"] = earlier.get("_from")
     with tempfile.TemporaryDirectory(prefix=f"kernelopt-exh-{name}-") as tmp:
         paths = []
         for i, cfg in enumerate(configs):
@@ -106,9 +121,10 @@ def run_case(name: str, out: Path, exhaustive: bool, rounds: int, budget_minutes
         with Engine(problem, trials=1, baselines=()) as engine:
             evs = engine.evaluate([load_candidate(p) for p in paths])
             ok = [(e.median_ms, i) for i, e in enumerate(evs) if e.passed and e.median_ms and not e.suspect]
-            res["exhaustive_wall_s"] = round(time.monotonic() - t0, 1)
-            res["exhaustive_evals"] = len(configs)
-            res["exhaustive_failed"] = sum(1 for e in evs if not e.passed)
+            if "exhaustive_from" not in res:
+                res["exhaustive_wall_s"] = round(time.monotonic() - t0, 1)
+                res["exhaustive_evals"] = len(configs)
+                res["exhaustive_failed"] = sum(1 for e in evs if not e.passed)
             if not ok or not best:
                 return res
             ex_ms, ex_i = min(ok)
@@ -122,7 +138,7 @@ def run_case(name: str, out: Path, exhaustive: bool, rounds: int, budget_minutes
             exh_ms = (h2h[1].median_ms + h2h[2].median_ms) / 2
             res["head_to_head_ms"] = {"search": search_ms, "exhaustive": exh_ms}
             res["quality"] = exh_ms / search_ms
-            res["effort"] = res["search_evals"] / len(configs)
+            res["effort"] = res["search_evals"] / res["space"]
             ready = engine.ready[0]
             res["reference_bytes"] = ready.reference_bytes
     return res
@@ -134,8 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-exhaustive", action="store_true")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--budget-minutes", type=float, default=2.0)
+    ap.add_argument("--exhaustive-from", action="append", default=[], metavar="JSON",
+                    help="an earlier run's knob_search JSON whose exhaustive results are reused (repeatable)")
     ap.add_argument("-o", "--out", default=str(ROOT / "benchmarks" / "results" / "knob_search"))
     args = ap.parse_args(argv)
+    earlier: dict[str, Any] = {}
+    for path in args.exhaustive_from:
+        for case, r in json.loads(Path(path).read_text())["results"].items():
+            earlier[case] = {**r, "_from": str(path)}
     from kernelopt.profile.devices import measure_ceilings
 
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -144,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     for name in args.cases.split(","):
-        results[name] = run_case(name, out, not args.no_exhaustive, args.rounds, args.budget_minutes)
+        results[name] = run_case(name, out, not args.no_exhaustive, args.rounds, args.budget_minutes,
+                                 earlier.get(name))
         r = results[name]
         if r.get("reference_bytes") and r.get("search_best_ms"):
             r["bandwidth_fraction"] = r["reference_bytes"] / (r["search_best_ms"] / 1000) / ceilings.dram_bytes_per_s
