@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lent-GPU session: everything kernelopt measures on a GPU, by phase, tarred into $OUT.
 #   KERNELOPT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_session.sh PHASE ...
-#   phases: tests zoo-test demo env timing examples profile-cost zoo-profile zoo-time
+#   phases: tests zoo-test demo env timing examples profile-cost zoo-profile zoo-time knob-search resume
 # The lent machine gets the work tree without .git, so the commit comes from outside
 # (KERNELOPT_COMMIT) and lands in every result's provenance.
 # Run from the repository root on the GPU host (no package index there): the wheels
@@ -24,13 +24,27 @@ log() { echo "== $(date -u +%H:%M:%S) $*"; }
 for phase in "$@"; do
   case "$phase" in
     tests)
-      # One file at a time, each test under a time limit: a whole-folder run outlasts a
-      # 10-minute call, and a hang must cost one test, not the call.
-      for f in test_timing test_profile test_harness_verify; do
+      # One file at a time, each test under a time limit: a hang must cost one test, not the
+      # call. test_engine compiles two load_inline extensions (minutes on a bare machine).
+      for f in ${GPU_TEST_FILES:-test_engine test_timing test_profile test_harness_verify}; do
         log "tests/gpu/$f.py"
-        python3 -m pytest -v -rfE -p no:cacheprovider --timeout 240 "tests/gpu/$f.py" > "$OUT/r/gpu_${f}_${gpu}.txt" 2>&1
+        python3 -m pytest -v -rfE -p no:cacheprovider --timeout 480 --durations 5 "tests/gpu/$f.py" \
+          > "$OUT/r/gpu_${f}_${gpu}.txt" 2>&1
         grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed" "$OUT/r/gpu_${f}_${gpu}.txt" | tail -20
+        tar -czf "$OUT/results.tgz" -C "$OUT/r" .
       done ;;
+    knob-search)
+      # The search again (issue #11); exhaustive search was measured once and is reused.
+      log "knob search ${KNOB_CASES:-all cases}"
+      python3 benchmarks/knob_search.py ${KNOB_CASES:+--cases $KNOB_CASES} --budget-minutes 1.5 \
+        --exhaustive-from benchmarks/results/knob_search_h100/part1_drafts.json \
+        --exhaustive-from benchmarks/results/knob_search_h100/part2_examples.json -o "$OUT/r/knob_search" 2>&1 \
+        | grep -v "^  " | tail -20 ;;
+    resume)
+      # Kill then --resume against an uninterrupted run (issue #11).
+      log "resume check"
+      python3 benchmarks/resume_check.py benchmarks/suite/gelu/problem.py benchmarks/suite/gelu/kernel.py \
+        -o "$OUT/r/resume_check" 2>&1 | tail -8 ;;
     zoo-test)
       log "tests/gpu/test_diagnose_zoo_gpu.py"
       python3 -m pytest -v -rfE -p no:cacheprovider --timeout 300 tests/gpu/test_diagnose_zoo_gpu.py \
