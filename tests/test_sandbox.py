@@ -393,6 +393,19 @@ def test_signal_to_the_cli_leaves_no_candidate_behind(tmp_path: Path, signum: in
 
 
 @pytest.mark.slow
+def test_sigkill_of_the_cli_leaves_nothing_behind(tmp_path: Path) -> None:
+    # SIGKILL cannot be caught: the CLI's reaper never runs. Its verifier watches it
+    # (`watch_owner`) and takes the runner, the candidate's daemon and the temp dirs down.
+    code, daemon, tmp = _cli_check_then_signal(tmp_path, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    assert _wait_dead([daemon]) == []
+    deadline = time.monotonic() + 10
+    while list(tmp.glob("kernelopt-child-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not list(tmp.glob("kernelopt-child-*"))
+
+
+@pytest.mark.slow
 def test_sigterm_to_the_cli_runs_the_reaper(tmp_path: Path) -> None:
     code, _daemon, tmp = _cli_check_then_signal(tmp_path, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM  # the reaper's exit, not death by the signal

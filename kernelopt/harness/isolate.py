@@ -218,7 +218,9 @@ def _child_main(req_path: str, out_path: str) -> int:
     # Run as __main__, this module's own ChildError is another class than the one
     # child functions raise: catch the importable one.
     from kernelopt.harness.isolate import ChildError
+    from kernelopt.harness.sandbox import watch_owner
 
+    watch_owner()
     request = json.loads(Path(req_path).read_text())
     module_name, func_name = CHILD_MODES[request["mode"]].split(":")
     result: dict[str, Any]

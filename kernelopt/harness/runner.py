@@ -282,6 +282,9 @@ def main(read_fd: int, write_fd: int) -> int:
 
 
 if __name__ == "__main__":
+    from kernelopt.harness.sandbox import watch_owner
+
+    watch_owner()
     code = main(int(sys.argv[1]), int(sys.argv[2]))
     sys.stdout.flush()
     sys.stderr.flush()

@@ -43,6 +43,8 @@ TAG_VAR = "KERNELOPT_SANDBOX_TAG"
 # children's dirs inside it, so they go when the outer dir goes even if the middle
 # process leaves with os._exit (as the engine's worker does).
 DIR_VAR = "KERNELOPT_SANDBOX_DIR"
+# "pid:start" of the process that spawned this one (`watch_owner`).
+OWNER_VAR = "KERNELOPT_SANDBOX_OWNER"
 TMP_PREFIX = "kernelopt-child-"
 
 # Exact names and name prefixes a candidate process may inherit. Everything else
@@ -99,6 +101,7 @@ def candidate_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         env[name] = value
     env.pop(TAG_VAR, None)  # spawn sets the tag and dir of the tree it starts
     env.pop(DIR_VAR, None)
+    env.pop(OWNER_VAR, None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_ROOT, env.get("PYTHONPATH", "")) if p)
     return env
 
@@ -151,6 +154,59 @@ def _proc_table() -> _Table:
             continue
         table[pid] = _Proc(int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode(), int(fields[19]))
     return table
+
+
+def _stat_of(pid: int) -> _Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 20:
+        return None
+    return _Proc(int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode(), int(fields[19]))
+
+
+def _owner_gone() -> bool | None:
+    """Whether the process that spawned this one is gone; None if this one was not spawned."""
+    pid_text, _, start_text = os.environ.get(OWNER_VAR, "").partition(":")
+    if not (pid_text.isdigit() and start_text.isdigit()) or not sys.platform.startswith("linux"):
+        return None
+    proc = _stat_of(int(pid_text))
+    return proc is None or proc.start != int(start_text) or proc.dead
+
+
+def _remove_own_dir() -> None:
+    own = os.environ.get(DIR_VAR, "")
+    if Path(own).name.startswith(TMP_PREFIX):
+        remove_tmpdir(own)
+
+
+def watch_owner(interval_s: float = 0.25) -> None:
+    """In a process `spawn` started: once the process that spawned it is gone, kill what
+    this one started, remove its temp dir and exit.
+
+    SIGKILL cannot be caught, so a killed kernelopt never runs its reaper; its children
+    learn of it here instead. The verifier and runner would notice at their next read
+    of the closed pipe, but only after the work in hand (a timing, a candidate's hang),
+    and a profile child under ncu has no pipe at all: on the H100 one ran on after its
+    command was SIGKILLed. The owner is named by pid and start time, so a reused pid
+    does not count, and a zombie (killed, not yet reaped) counts as gone.
+    """
+    if _owner_gone() is not False:
+        return
+
+    def watch() -> None:
+        while not _owner_gone():
+            time.sleep(interval_s)
+        try:
+            kill_descendants()
+            _remove_own_dir()  # its owner, which made it, can no longer
+        finally:
+            os._exit(137)
+
+    threading.Thread(target=watch, name="kernelopt-owner-watch", daemon=True).start()
 
 
 def _tag_of(pid: int) -> str | None:
@@ -489,6 +545,9 @@ def spawn(
     child_env = dict(env)
     child_env[TAG_VAR] = tag
     child_env[DIR_VAR] = str(tmp)
+    me = _stat_of(os.getpid())
+    if me is not None:
+        child_env[OWNER_VAR] = f"{os.getpid()}:{me.start}"
     try:
         popen = subprocess.Popen(
             argv,
@@ -616,9 +675,18 @@ def kill_descendants() -> None:
         remove_tmpdir(path)
 
 
+def exit_cleanup() -> None:
+    """What a spawned process does on its way out (also before `os._exit`, which skips
+    atexit): kill what it started and, if its owner is gone and so cannot, remove its
+    own temp dir (the verifier that read EOF from a SIGKILLed engine)."""
+    kill_descendants()
+    if _owner_gone():
+        _remove_own_dir()
+
+
 def _at_exit() -> None:
     if _installed_pid == os.getpid():  # not in a forked copy of this process
-        kill_descendants()
+        exit_cleanup()
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -109,6 +109,7 @@ class Verifier:
         self.baselines = self._time_baselines(first)
         del first
         self.runner: Any = None
+        self.runner_hosted = False
         self.chan: Channel | None = None
         self.setup_s = time.monotonic() - start
 
@@ -175,6 +176,7 @@ class Verifier:
             os.close(to_runner_r)
             os.close(from_runner_w)
         self.chan = Channel(from_runner_r, to_runner_w)
+        self.runner_hosted = False  # no candidate loaded in this runner yet
         init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
                           inputs=self.in_specs, outputs=self.out_specs)
         reply = self.ask(init, time.monotonic() + RUNNER_START_TIMEOUT_S)
@@ -220,11 +222,18 @@ class Verifier:
             ev.wall_s = time.monotonic() - start
             return ev
         last: RunnerReply | None = None
+        if req.candidate.backend == "cuda" and self.runner is not None and self.runner_hosted:
+            # C++/CUDA code allocates past the poisoned Python factories, so only the
+            # allocator poison stands between it and a stale block, and in a runner that
+            # hosted other candidates it missed some: on the H100 an extension that wrote
+            # half its output got an earlier candidate's stale values, not the poison.
+            self.stop_runner()
         try:
             if self.runner is None:
                 self.progress(req.index, "starting a runner")
                 self.start_runner()
             deadline = time.monotonic() + self.cfg.timeout_s
+            self.runner_hosted = True
             last = self.ask(LoadRequest(candidate=req.candidate, seed=self.cfg.seed), deadline)
             if last.sha256:
                 # The hash of the bytes that ran, not of the file as read earlier.
@@ -422,10 +431,12 @@ def main(read_fd: int, write_fd: int) -> int:
 
 
 if __name__ == "__main__":
-    from kernelopt.harness.sandbox import install_reaper
+    from kernelopt.harness.sandbox import exit_cleanup, install_reaper, watch_owner
 
     install_reaper()
+    watch_owner()
     code = main(int(sys.argv[1]), int(sys.argv[2]))
     sys.stdout.flush()
     sys.stderr.flush()
+    exit_cleanup()  # os._exit skips atexit
     os._exit(code)
