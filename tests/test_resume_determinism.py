@@ -111,3 +111,37 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_best(tmp_path: Path, m
     assert a.best and b.best == a.best and a.best != "v0"
     assert (tmp_path / "b" / "best_kernel.py").read_text() == (tmp_path / "a" / "best_kernel.py").read_text()
     assert b.evaluations_done == a.evaluations_done
+
+
+def test_a_round_proposes_only_what_fits_in_the_time_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 0.6 minutes and 10 s per evaluation, v0 leaves room for 2 more: a round of 8
+    proposals is cut to what fits instead of overrunning the budget by a whole batch."""
+    import kernelopt.harness.evaluate as evaluate_mod
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(loop_mod.time, "monotonic", lambda: clock["now"])
+
+    class SlowEngine(FakeEngine):
+        def evaluate(self, candidates: Sequence[Candidate], **kw: Any) -> list[Evaluation]:
+            evs = []
+
+            def on_result(i: int, ev: Evaluation) -> None:
+                clock["now"] += 10.0
+                ev.wall_s = 10.0
+                evs.append(ev)
+                if kw.get("on_result"):
+                    kw["on_result"](i, ev)
+
+            super().evaluate(candidates, on_result=on_result)
+            return evs
+
+    monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: SlowEngine(problem))
+    state = loop_mod.optimize(problem_path=MATVEC / "problem.py", kernel_path=MATVEC / "kernel.py",
+                              run_dir=tmp_path / "run", overrides={"M": "64", "K": "256"}, optimizer="knobs",
+                              budget_minutes=0.6, rounds=5, beam=1, proposals_per_member=8, profile=False,
+                              experience=False)
+    # v0 ends at 10 s; 26 s left at 10 s each -> round 1 gets 2 of its 8 proposals; round 2 starts
+    # with 6 s left and gets 1 (a round never starts empty); then the time is up. Uncapped, round 1
+    # alone would have run 8 (9 evaluations in all).
+    assert len(_evaluated(tmp_path / "run")) == 4
+    assert state.stop_reason == "time budget"

@@ -83,6 +83,21 @@ class Loop:
             return None
         return max(0, self.config.budget_evals - self.state.evaluations_done)
 
+    def evals_that_fit(self) -> int | None:
+        """How many evaluations the time budget left still holds, at the mean wall time of those run
+        so far, spread over the engine's workers; at least one. None without a time budget.
+
+        The budget is otherwise checked between rounds only, and a round of many proposals could
+        overrun it by a whole round."""
+        if self.config.budget_minutes is None:
+            return None
+        walls = [v.evaluation.wall_s for v in self.state.versions.values() if v.evaluation and v.evaluation.wall_s > 0]
+        if not walls:
+            return None
+        left_s = self.config.budget_minutes * 60 - (time.monotonic() - self.started)
+        per_eval_s = sum(walls) / len(walls) / max(1, len(getattr(self.engine, "devices", None) or [None]))
+        return max(1, int(left_s // per_eval_s))
+
     def out_of_time(self) -> bool:
         return self.config.budget_minutes is not None and time.monotonic() - self.started > self.config.budget_minutes * 60
 
@@ -177,7 +192,8 @@ class Loop:
         seen = self.known_sources()
         seen_knobs = [v.proposal.knobs for v in self.state.versions.values() if v.proposal and v.proposal.knobs]
         ids = []
-        left = self.budget_left()
+        caps = [c for c in (self.budget_left(), self.evals_that_fit()) if c is not None]
+        left = min(caps) if caps else None
         for p in proposals:
             if left is not None and len(ids) >= left:
                 break
