@@ -358,3 +358,18 @@ def test_construction_touches_no_network_and_checks_options(monkeypatch) -> None
         LLMOptimizer()
     with pytest.raises(BadInput, match="does not take --llm-command"):
         LLMOptimizer("openai", model="m", llm_command="x")
+
+
+def test_prompt_names_the_problems_floor(context: OptimizeContext) -> None:
+    from kernelopt.models.harness import Evaluation, TimingStats
+    from kernelopt.optimize.llm import prompt as prompt_mod
+    from kernelopt.problem import load_candidate
+
+    v0 = context.beam[0]
+    timing = TimingStats(median_ms=2.0, mean_ms=2.0, min_ms=2.0, max_ms=2.0, iqr_ms=0.0, cv=0.0, count=10,
+                         warmup_count=1, l2_flush_bytes=0)
+    v0 = v0.model_copy(update={"evaluation": Evaluation(problem=context.problem, candidate=load_candidate(v0.path),
+                                                        timing=timing)})
+    lines = prompt_mod.diagnosis_context(v0, floor_ms=0.9)["roofline"]
+    assert lines[0].startswith("Problem floor: 0.9 ms") and "takes 2 ms, 45% of the floor's speed" in lines[0]
+    assert not any(x.startswith("Problem floor") for x in prompt_mod.diagnosis_context(v0)["roofline"])

@@ -198,7 +198,7 @@ class LLMOptimizer:
             problem_name=context.problem.name,
             problem_source=read_text(context.problem.path, "problem").strip("\n"),
             kernel_source=kernel_source.strip("\n"),
-            diagnosis=prompt_mod.diagnosis_context(member),
+            diagnosis=prompt_mod.diagnosis_context(member, context.roofline_floor_ms),
             strategy=prompt_mod.strategy_context(rec),
             other_strategies=others[:OTHERS_SHOWN],
             overrides=", ".join(f"{k}={v}" for k, v in context.problem.overrides.items()),

@@ -153,7 +153,19 @@ def rule_lines(rules: list[RuleResult]) -> list[str]:
     return out
 
 
-def diagnosis_context(version: Version) -> dict[str, Any]:
+def floor_line(version: Version, floor_ms: float | None) -> list[str]:
+    """The version's time against the problem's own DRAM floor: well below 90 % means the kernel
+    moves more data than the problem needs, or does not stream it at full rate."""
+    from kernelopt.optimize.base import roofline_share
+
+    share = roofline_share(version, floor_ms)
+    if share is None or floor_ms is None:
+        return []
+    return [f"Problem floor: {floor_ms:.4g} ms (its inputs and outputs once, at peak DRAM bandwidth); "
+            f"this version takes {version.median_ms:.4g} ms, {share:.0%} of the floor's speed"]
+
+
+def diagnosis_context(version: Version, floor_ms: float | None = None) -> dict[str, Any]:
     d: Diagnosis | None = version.diagnosis
     rules = list(d.ncu_rules) if d else []
     if not rules and version.metrics is not None:
@@ -163,7 +175,7 @@ def diagnosis_context(version: Version) -> dict[str, Any]:
         "others": [bottleneck_block(b) for b in (d.bottlenecks[1:] if d else [])],
         "notes": list(d.notes) if d else [],
         "metrics": metric_lines(version.metrics),
-        "roofline": roofline_lines(version.metrics),
+        "roofline": floor_line(version, floor_ms) + roofline_lines(version.metrics),
         "ncu_rules": rule_lines(rules),
     }
 
