@@ -280,13 +280,16 @@ def missing_requirements(env: EnvInfo, required: Sequence[str]) -> list[str]:
 
 
 def kernelopt_version() -> str | None:
-    """The installed kernelopt's version (None when it runs from an uninstalled checkout)."""
+    """The installed kernelopt's version; from a checkout that is not installed (a lent GPU runs
+    the tree from PYTHONPATH), the package's own `__version__`."""
     try:
         from importlib.metadata import version
 
         return version("kernelopt")
-    except Exception:  # noqa: BLE001
-        return None
+    except Exception:  # noqa: BLE001 - not installed
+        from kernelopt import __version__
+
+        return __version__
 
 
 def git_commit() -> str | None:
