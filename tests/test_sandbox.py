@@ -91,9 +91,10 @@ def _wait_dead(pids: list[int], timeout_s: float = 2.0) -> list[int]:
 
 
 def _wait_file(path: Path, timeout_s: float = 5.0) -> int:
+    """The pid written to `path`, once it is there whole (the file exists before its write lands)."""
     end = time.monotonic() + timeout_s
-    while not path.exists():
-        assert time.monotonic() < end, f"{path} never appeared"
+    while not (path.exists() and path.read_text().strip().isdigit()):
+        assert time.monotonic() < end, f"{path} never got a pid"
         time.sleep(0.01)
     return int(path.read_text())
 
@@ -368,7 +369,7 @@ def _cli_check_then_signal(tmp_path: Path, signum: int) -> tuple[int, int, Path]
         [sys.executable, "-m", "kernelopt", "check", str(FIXTURES / "problem_axpy.py"),
          "--kernel", str(FIXTURES / "daemon.py"), "--trials", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "KERNELOPT_TEST_PIDFILE": str(pid_file), "TMPDIR": str(tmp)},
+        env={**os.environ, "KERNELOPT_TEST_PIDFILE": str(pid_file), "TMPDIR": str(tmp), "KERNELOPT_TEST_HOLD": "60"},
     )
     try:
         daemon = _wait_file(pid_file, timeout_s=30)
