@@ -144,24 +144,22 @@ def _proc_table() -> _Table:
         try:
             if os.stat(f"/proc/{entry}").st_uid != uid:
                 continue
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                raw = fh.read()
         except OSError:
             continue
-        # The command name may hold spaces and parentheses: split after the last ')'.
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if len(fields) < 20:
-            continue
-        table[pid] = _Proc(int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode(), int(fields[19]))
+        proc = _stat_of(pid)
+        if proc is not None:
+            table[pid] = proc
     return table
 
 
 def _stat_of(pid: int) -> _Proc | None:
+    """/proc/<pid>/stat as a _Proc; None once the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             raw = fh.read()
     except OSError:
         return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
     fields = raw[raw.rfind(b")") + 2 :].split()
     if len(fields) < 20:
         return None
