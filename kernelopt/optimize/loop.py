@@ -241,13 +241,14 @@ class Loop:
         think = getattr(self.optimizer, "reflect", None)
         if think is None:
             return
+        context = self.context(round_)  # nothing below changes what it holds
         for vid in version_ids:
             version = self.state.versions[vid]
             parent = self.state.versions.get(version.parent or "")
             if version.evaluation is None or version.proposal is None:
                 continue
             try:
-                lesson = think(self.context(round_), version, version.evaluation,
+                lesson = think(context, version, version.evaluation,
                                parent.metrics if parent else None, version.metrics)
             except Exception as exc:  # noqa: BLE001 - a failed reflection costs the lesson, not the run
                 self.say(f"{vid}: no lesson ({exc})")
@@ -270,13 +271,14 @@ class Loop:
         if self.experience is None:
             return
         self.refresh()
+        all_lessons = self.state_lessons()  # one read of the events, not one per version
         for vid in version_ids:
             version = self.state.versions.get(vid)
             parent = self.state.versions.get(version.parent or "") if version else None
             if version is None or version.proposal is None or parent is None or vid in self.state.experience:
                 continue
             record = experience_record(version, parent, self.problem, self.config)
-            lessons = [text for text, v in self.state_lessons() if v == vid]
+            lessons = [text for text, v in all_lessons if v == vid]
             if lessons:
                 record = record.model_copy(update={"notes": "; ".join(filter(None, [record.notes, *lessons]))})
             try:
@@ -321,9 +323,8 @@ class Loop:
         for round_ in range(start_round, self.config.rounds + 1):
             self.profile_beam()
             head = self.state.versions[self.state.beam[0]] if self.state.beam else None
-            if head is not None and at_roofline(head, self.floor_ms()):
-                share = roofline_share(head, self.floor_ms()) or 0.0
-                stop = f"at the roofline ({share:.0%} of the DRAM floor)"
+            if head is not None and at_roofline(head, floor := self.floor_ms()):
+                stop = f"at the roofline ({roofline_share(head, floor):.0%} of the DRAM floor)"
                 break
             if self.budget_left() == 0:
                 stop = "evaluation budget"
