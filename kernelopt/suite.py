@@ -284,40 +284,19 @@ def read_results(path: Path) -> list[ProblemResult]:
 
 def append_result(path: Path, result: ProblemResult) -> None:
     """One line, one write, fsynced; a torn tail left by an earlier kill is cut first."""
-    line = (result.model_dump_json() + "\n").encode("utf-8")
-    if path.exists():
-        raw = path.read_bytes()
-        keep = raw.rfind(b"\n") + 1
-        if keep != len(raw):
-            with open(path, "r+b") as fh:
-                fh.truncate(keep)
-                fh.flush()
-                os.fsync(fh.fileno())
-    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(line)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    from kernelopt.optimize.rundir import append_line, cut_torn_tail
+
+    cut_torn_tail(path)
+    append_line(path, (result.model_dump_json() + "\n").encode("utf-8"))
 
 
 class _SuiteLock:
     """An exclusive flock on OUT: two suite processes on one OUT would run the same problems."""
 
     def __init__(self, out: Path) -> None:
-        import fcntl
+        from kernelopt.optimize.rundir import take_lock
 
-        self.fd = os.open(str(out / LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.pread(self.fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(self.fd)
-            raise BadInput(f"{out}: a suite run is already using it (pid {pid})") from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self.fd = take_lock(out / LOCK, lambda pid: f"{out}: a suite run is already using it (pid {pid})")
 
     def close(self) -> None:
         os.close(self.fd)  # closing the descriptor releases the flock

@@ -28,7 +28,7 @@ import re
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Iterator, get_args
+from typing import Any, Callable, Iterator, get_args
 
 from pydantic_core import to_jsonable_python
 
@@ -99,6 +99,61 @@ def secret_keys(obj: Any, where: str = "") -> list[str]:
         for i, value in enumerate(obj):
             found.extend(secret_keys(value, f"{where}[{i}]"))
     return found
+
+
+def take_lock(path: Path, busy: Callable[[str], str]) -> int:
+    """An exclusive flock on `path` with this pid written in it; the descriptor (closing it
+    releases the lock). BadInput(busy(pid of the holder)) when another process holds it."""
+    import fcntl
+
+    fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        finally:
+            os.close(fd)
+        raise BadInput(busy(pid)) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """One `write` of a whole line (ending in a newline) at the end of `path`, fsynced."""
+    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def cut_torn_tail(path: Path) -> None:
+    """Truncate a torn last line of `path` (a kill mid-append) so the next line starts clean."""
+    if not path.exists():
+        return
+    with open(path, "r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        end = size
+        block = 1 << 16
+        keep = 0
+        while end > 0:
+            start = max(0, end - block)
+            fh.seek(start)
+            chunk = fh.read(end - start)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                keep = start + i + 1
+                break
+            end = start
+        if keep != size:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -202,20 +257,7 @@ class RunDir:
         self.close()
 
     def _lock(self) -> None:
-        import fcntl
-
-        fd = os.open(str(self.path / LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            finally:
-                os.close(fd)
-            raise BadInput(f"{self.path}: run directory is in use by pid {pid}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._lock_fd = fd
+        self._lock_fd = take_lock(self.path / LOCK, lambda pid: f"{self.path}: run directory is in use by pid {pid}")
 
     # ----------------------------------------------------------------- the log
 
@@ -242,43 +284,12 @@ class RunDir:
                 self._next_seq = (events[-1]["seq"] + 1) if events else 0
             event: dict[str, Any] = {"seq": self._next_seq, "t": now_iso(), "type": kind}
             event.update(to_jsonable_python(payload))
-            line = (json.dumps(event, separators=(",", ":")) + "\n").encode("utf-8")
-            fd = os.open(str(self.events_path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                view = memoryview(line)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_line(self.events_path, (json.dumps(event, separators=(",", ":")) + "\n").encode("utf-8"))
             self._next_seq += 1
             return event
 
     def _cut_torn_tail(self) -> None:
-        """Truncate a torn last line (a kill mid-append) so the next line starts clean."""
-        path = self.events_path
-        if not path.exists():
-            self._repaired = True
-            return
-        with open(path, "r+b") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            end = size
-            block = 1 << 16
-            keep = 0
-            while end > 0:
-                start = max(0, end - block)
-                fh.seek(start)
-                chunk = fh.read(end - start)
-                i = chunk.rfind(b"\n")
-                if i >= 0:
-                    keep = start + i + 1
-                    break
-                end = start
-            if keep != size:
-                fh.truncate(keep)
-                fh.flush()
-                os.fsync(fh.fileno())
+        cut_torn_tail(self.events_path)
         self._repaired = True
 
     # ----------------------------------------------------------------- versions
