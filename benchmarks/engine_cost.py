@@ -141,7 +141,9 @@ def measure_cpu(problem_name: str, folder: Path) -> dict[str, Any]:
 def provenance(started: datetime.datetime, cpu: bool) -> dict[str, Any]:
     import platform
 
-    from profile_fixtures import environment, git_commit
+    from profile_fixtures import environment
+
+    from kernelopt.harness.envinfo import git_commit
 
     prov: dict[str, Any] = {"command": "python3 " + " ".join(["benchmarks/engine_cost.py", *sys.argv[1:]]),
                             "started": started.isoformat(timespec="seconds")}

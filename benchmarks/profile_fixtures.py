@@ -56,13 +56,6 @@ def tool_out(argv: list[str], timeout: float = 120) -> str:
     return proc.stdout if proc.returncode == 0 else proc.stdout + proc.stderr
 
 
-def git_commit() -> str | None:
-    """The commit measured (kernelopt.harness.envinfo.git_commit: `KERNELOPT_COMMIT`, else git)."""
-    from kernelopt.harness.envinfo import git_commit as commit
-
-    return commit()
-
-
 def environment(ncu: str | None = None) -> dict[str, object]:
     """Provenance of a GPU run: device, driver, versions, date (and ncu's version when given)."""
     import torch
@@ -79,6 +72,8 @@ def environment(ncu: str | None = None) -> dict[str, object]:
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+    from kernelopt.harness.envinfo import git_commit
+
     commit = git_commit()
     if commit:
         env["kernelopt_commit"] = commit

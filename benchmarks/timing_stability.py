@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _document(cases: dict[str, dict[str, Any]], env: dict[str, Any], started: _dt.datetime, runs: int,
               *, complete: bool) -> dict[str, Any]:
-    from profile_fixtures import git_commit
+    from kernelopt.harness.envinfo import git_commit
 
     gpus = env.get("gpus") or []
     return {
