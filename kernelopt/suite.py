@@ -420,8 +420,11 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
         failure = _one_line(f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - one problem's crash must not lose the other problems' results
         failure = _one_line(f"error: {type(exc).__name__}: {exc}")
-    return _result_of(name, run_dir, family=family, figures=figures, overrides=overrides,
-                      wall_s=time.monotonic() - started, evaluations_before=before, resumed=resumed, failure=failure)
+    from kernelopt.harness.envinfo import git_commit
+
+    row = _result_of(name, run_dir, family=family, figures=figures, overrides=overrides,
+                     wall_s=time.monotonic() - started, evaluations_before=before, resumed=resumed, failure=failure)
+    return row.model_copy(update={"git_commit": git_commit()})
 
 
 def _describe(r: ProblemResult) -> str:
@@ -567,6 +570,10 @@ def finish_summary(summary: SuiteResult) -> SuiteResult:
     summary.device = next((r.device for r in results if r.device), None)
     if summary.wall_s > 0 and summary.evaluations_run:
         summary.evals_per_minute = summary.evaluations_run / summary.wall_s * 60.0
+    # A resumed suite run spans calls (and maybe commits): "this process" is only the last call.
+    summary.problems_wall_s = sum(r.wall_s for r in results)
+    summary.problems_evaluations = sum(r.evaluations for r in results)
+    summary.commits = sorted({r.git_commit for r in results if r.git_commit})
     return summary
 
 

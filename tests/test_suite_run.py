@@ -267,6 +267,23 @@ def test_report_from_a_gpu_like_result(tmp_path: Path, monkeypatch: pytest.Monke
         assert (tmp_path / png).read_bytes()[:8] == PNG
 
 
+def test_totals_count_every_call_of_a_resumed_run(tmp_path: Path) -> None:
+    """Rows finished by earlier calls (and commits) count in the totals; "this process" stays the last call."""
+    from kernelopt.models.suite import SuiteResult
+    from kernelopt.report.suite_report import write_suite_report
+    from kernelopt.suite import finish_summary
+
+    rows = [r.model_copy(update={"wall_s": 10.0 * (i + 1), "evaluations": i + 2, "git_commit": "aaa" if i < 2 else "bbb"})
+            for i, r in enumerate(ROWS)]
+    summary = finish_summary(SuiteResult(suite_dir="s", out_dir=str(tmp_path), optimizer="knobs", problems=rows,
+                                         wall_s=50.0, evaluations_run=6))
+    assert (summary.problems_wall_s, summary.problems_evaluations, summary.commits) == (150.0, 20, ["aaa", "bbb"])
+    write_suite_report(summary, tmp_path)
+    md = (tmp_path / "suite_report.md").read_text()
+    assert "- This process: 50 s, 6 evaluations (7.2 per minute)" in md
+    assert "- All problems, over every call: 150 s, 20 evaluations; rows finished at commits aaa, bbb" in md
+
+
 def test_parallel_problems_give_each_problem_to_one_gpu_once() -> None:
     import threading
 

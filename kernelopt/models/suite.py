@@ -49,7 +49,8 @@ class ProblemResult(Model):
     run_dir: str
     evaluations: int = Field(0, description="evaluations in the run, failed ones included")
     evaluations_run: int = Field(0, description="of those, the ones this suite process ran (the rest before a resume)")
-    wall_s: float = Field(0.0, description="seconds this suite process spent on the problem")
+    wall_s: float = Field(0.0, description="seconds the suite process that finished it spent on the problem")
+    git_commit: str | None = Field(None, description="the commit of the suite process that finished it")
     resumed: bool = Field(False, description="its run was continued from an interrupted one")
     stop_reason: str | None = None
     failure: str | None = Field(None, description="why there is no correct version (one line)")
@@ -94,6 +95,10 @@ class SuiteResult(Model):
     mean_roofline_fraction: float | None = None
     wall_s: float = Field(0.0, description="seconds this suite process ran")
     evaluations_run: int = Field(0, description="evaluations this suite process ran")
+    problems_wall_s: float = Field(
+        0.0, description="sum of the rows' wall_s: every call of a resumed run, less the time of calls cut off mid-problem")
+    problems_evaluations: int = Field(0, description="sum of the rows' evaluations, over every call")
+    commits: list[str] = Field(default_factory=list, description="the distinct commits the rows were finished at")
     evals_per_minute: float | None = Field(None, description="evaluations_run / wall_s * 60 (the scaling figure)")
     kernelopt_version: str | None = None
     git_commit: str | None = None
