@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lent-GPU session: everything kernelopt measures on a GPU, by phase, tarred into $OUT.
 #   KERNELOPT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_session.sh PHASE ...
-#   phases: tests zoo-test demo env timing examples profile-cost zoo-profile zoo-time knob-search resume
+#   phases: tests zoo-test demo env timing examples profile-cost zoo-profile zoo-time knob-search resume suite
 # The lent machine gets the work tree without .git, so the commit comes from outside
 # (KERNELOPT_COMMIT) and lands in every result's provenance.
 # Run from the repository root on the GPU host (no package index there): the wheels
@@ -40,6 +40,15 @@ for phase in "$@"; do
         --exhaustive-from benchmarks/results/knob_search_h100/part1_drafts.json \
         --exhaustive-from benchmarks/results/knob_search_h100/part2_examples.json -o "$OUT/r/knob_search" 2>&1 \
         | grep -v "^  " | tail -20 ;;
+    suite)
+      # The whole suite with the knob optimizer (issue #13), resumable across calls: carry
+      # SUITE_OUT (default .gpu/suite_out) in and back out; SUITE_SECONDS bounds this call's share.
+      # TERM, then KILL: the suite resumes at the problem it was on either way.
+      so=${SUITE_OUT:-.gpu/suite_out}
+      log "suite run into $so (${SUITE_SECONDS:-480} s)"
+      timeout --signal=TERM --kill-after=20 "${SUITE_SECONDS:-480}" python3 -m kernelopt suite run benchmarks/suite \
+        --budget-minutes 1 --rounds 4 ${SUITE_ARGS:-} -o "$so" 2>&1 | grep -E "^\[|skipped|resum|rror" | tail -40
+      tar -czf "$OUT/suite_out.tgz" -C "$so" . ;;
     resume)
       # Kill then --resume against an uninterrupted run (issue #11).
       log "resume check"
