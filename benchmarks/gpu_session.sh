@@ -10,6 +10,8 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/kernelopt-out}
 mkdir -p "$OUT/r"
+# A second invocation in the same call must add to what the first packed, not pack an empty r/ over it.
+[ -f "$OUT/results.tgz" ] && tar -xzf "$OUT/results.tgz" -C "$OUT/r"
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
