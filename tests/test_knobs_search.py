@@ -253,3 +253,20 @@ def test_registered_as_knobs_and_rejects_unknown_options() -> None:
     assert isinstance(opt, KnobSearchOptimizer) and opt.name == "knobs"
     with pytest.raises(BadInput, match="unknown option"):
         get_optimizer("knobs", temperature=0.5)
+
+
+@pytest.mark.parametrize(("speedup", "deferred"), [(0.4, True), (0.97, False)])
+def test_a_change_that_clearly_lost_is_tried_again_only_after_every_other_move(
+        tmp_path: Path, speedup: float, deferred: bool) -> None:
+    run = Run(tmp_path, bowl, per_member=10_000)
+    stages = run.start["num_stages"]
+    other = next(v for k in discover_knobs(FIXTURE.read_text()) if k.name == "num_stages" for v in k.domain
+                 if v != stages)
+    run.history.append(Attempt(version="v1", parent="v0", change=f"num_stages {stages} -> {other}", outcome="slower",
+                               speedup_vs_parent=speedup, knobs={**run.start, "num_stages": other}))
+    props = run.step(1)
+    repeats = [i for i, p in enumerate(props) if p.knobs["num_stages"] == other]
+    rest = [i for i, p in enumerate(props) if p.knobs["num_stages"] != other]
+    assert repeats and rest
+    # A clear loss (0.4x) goes last, with every move that contains it; within noise (0.97x) it is no verdict.
+    assert (min(repeats) > max(rest)) == deferred

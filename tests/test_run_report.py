@@ -130,3 +130,20 @@ def test_report_works_while_the_run_is_locked(tmp_path: Path) -> None:
     summary = build_report(tmp_path / "run")
     assert summary.best is not None and summary.best.id == "v3" and not summary.finished
     run.record_run_finished("budget", "v3")  # the writer is unaffected by the reader
+
+
+def test_log_axes_label_only_1_2_5_steps_in_plain_numbers() -> None:
+    """Speedup and convergence plots: readable labels (every minor tick labelled piled them up near 1x)."""
+    from matplotlib.figure import Figure
+
+    from kernelopt.report.plots import plain_log_axis
+
+    fig = Figure()
+    ax = fig.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(0.03, 4.0)
+    plain_log_axis(ax.yaxis)
+    fig.canvas.draw()
+    major = [t.get_text() for t in ax.get_yticklabels() if 0.03 <= t.get_position()[1] <= 4.0]
+    assert major == ["0.05", "0.1", "0.2", "0.5", "1", "2"]
+    assert not any(t.get_text() for t in ax.yaxis.get_minorticklabels())

@@ -82,11 +82,12 @@ def plot_speedups(s: SuiteResult, path: Path) -> Path:
     """Grouped bars per problem: best kernel's speedup over eager and torch.compile (log scale,
     a line at 1x); the starting kernel's bar as well. A baseline never timed gets no bars and
     the figure says so."""
-    from matplotlib.ticker import FormatStrFormatter
+    from kernelopt.report.plots import plain_log_axis
 
     names = [r.name for r in s.problems]
     measured = [b for b in ("eager", "compile", "start") if any(r.speedup(b) for r in s.problems)]
-    fig, ax = _figure(max(7.0, 0.55 * len(names) * max(1, len(measured)) + 2.0))
+    # About a quarter inch per bar, within what a page or a screen shows at once.
+    fig, ax = _figure(min(20.0, max(7.0, 0.25 * len(names) * max(1, len(measured)) + 2.5)))
     ax.axhline(1.0, color="black", linewidth=1.0, linestyle="--")
     width = 0.8 / max(1, len(measured))
     values: list[float] = []
@@ -107,9 +108,7 @@ def plot_speedups(s: SuiteResult, path: Path) -> Path:
     if values:
         lo, hi = min(values + [1.0]), max(values + [1.0])
         ax.set_ylim(lo / 1.5, hi * 1.5)
-    # Plain numbers: log scale's default 2x10^0 labels are hard to read for ratios.
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    plain_log_axis(ax.yaxis)
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=45, ha="right")
     ax.set_xlim(-0.6, len(names) - 0.4)
