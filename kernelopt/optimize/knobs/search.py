@@ -39,6 +39,10 @@ from kernelopt.optimize.knobs.rewrite import in_domain, set_knobs
 DEFAULT_KINDS: tuple[str, ...] = ("constexpr", "launch", "define", "cuda_launch")
 DEFAULT_EXCLUDE: tuple[str, ...] = ("num_ctas", "maxnreg")
 POLISH_MAX_KNOBS = 8
+# A change that made its parent at least this much slower (speedup < CLEAR_LOSS) is tried on
+# another member only after every other move: on the H100 the max_dim1 draft's search spent 6 of
+# its 8 evaluations on one loop-stages hint that lost 2.5-3x on v0, again on v1.
+CLEAR_LOSS = 0.9
 # Failures whose cause grows with tiles and pipeline depth: a config at least as large in
 # every such knob fails the same way, so it is not proposed either.
 _RESOURCE = re.compile(r"resource|shared mem|smem|register|too many|out of memory", re.I)
@@ -161,12 +165,15 @@ class KnobSearchOptimizer:
             return []
         seen: set[tuple[tuple[str, str], ...]] = set()
         failures: list[_Failure] = []
+        losers: list[Config] = []
         for attempt in context.history:
             if attempt.knobs:
                 seen.add(_key(attempt.knobs))
                 parent = _parent_config(attempt)  # the root (v0) is no attempt: recover its knobs
                 if parent is not None:
                     seen.add(_key(parent))
+                    if attempt.speedup_vs_parent is not None and attempt.speedup_vs_parent < CLEAR_LOSS:
+                        losers.append({n: v for n, v in attempt.knobs.items() if not _same(v, parent.get(n))})
                 if attempt.outcome == "failed" or attempt.failure:
                     failures.append(_Failure(dict(attempt.knobs), _is_resource_failure(attempt)))
         members: list[tuple[Version, str, list[KnobSite]]] = []
@@ -178,7 +185,7 @@ class KnobSearchOptimizer:
         proposals: list[Proposal] = []
         for version, source, sites in members:
             quota = context.proposals_per_member
-            for proposal in self._member_proposals(context, version, source, sites, seen, failures):
+            for proposal in self._member_proposals(context, version, source, sites, seen, failures, losers):
                 if quota <= 0 or (budget is not None and len(proposals) >= budget):
                     break
                 proposals.append(proposal)
@@ -190,7 +197,8 @@ class KnobSearchOptimizer:
     # --- one beam member -------------------------------------------------------------------
 
     def _member_proposals(self, context: OptimizeContext, version: Version, source: str, sites: list[KnobSite],
-                          seen: set[tuple[tuple[str, str], ...]], failures: list[_Failure]) -> Iterator[Proposal]:
+                          seen: set[tuple[tuple[str, str], ...]], failures: list[_Failure],
+                          losers: list[Config]) -> Iterator[Proposal]:
         current: Config = {s.name: s.value for s in sites}
         by_name = {s.name: s for s in sites}
         chosen = select_knobs(sites, self.kinds, self.exclude, self.domains)
@@ -203,6 +211,7 @@ class KnobSearchOptimizer:
                     chosen.append(_restrict(site, self.domains))
         space = {s.name: s for s in chosen}
         tiles_and_stages = {s.name for s in sites if s.tile or param_of(s.name) == "num_stages"}
+        deferred: list[tuple[Config, Config, _Move]] = []
         for move in self._moves(context, version, current, space, hints):
             changes = {n: v for n, v in move.changes.items() if n in by_name and not _same(v, current[n])}
             if not changes:
@@ -212,11 +221,24 @@ class KnobSearchOptimizer:
             if key in seen or _excluded(config, failures, tiles_and_stages):
                 continue
             seen.add(key)
-            try:
-                new_source = set_knobs(source, changes, version.path)
-            except BadInput:
-                continue  # a value the member's own domain does not allow (restricted domains)
-            yield self._proposal(version, new_source, current, changes, config, move)
+            if _repeats_a_loss(changes, losers):
+                deferred.append((changes, config, move))
+                continue
+            proposal = self._member_proposal(version, source, current, changes, config, move)
+            if proposal is not None:
+                yield proposal
+        for changes, config, move in deferred:
+            proposal = self._member_proposal(version, source, current, changes, config, move)
+            if proposal is not None:
+                yield proposal
+
+    def _member_proposal(self, version: Version, source: str, current: Config, changes: Config, config: Config,
+                         move: _Move) -> Proposal | None:
+        try:
+            new_source = set_knobs(source, changes, version.path)
+        except BadInput:
+            return None  # a value the member's own domain does not allow (restricted domains)
+        return self._proposal(version, new_source, current, changes, config, move)
 
     def _moves(self, context: OptimizeContext, version: Version, current: Config, space: dict[str, KnobSite],
                hints: list[tuple[Strategy, Knob]]) -> Iterator[_Move]:
@@ -381,6 +403,11 @@ def _is_resource_failure(attempt: Attempt) -> bool:
     if attempt.failure in _NON_RESOURCE_FAILURES:
         return False
     return bool(_RESOURCE.search(text))
+
+
+def _repeats_a_loss(changes: Config, losers: list[Config]) -> bool:
+    """Does this move make, among its changes, every change of one that clearly lost before?"""
+    return any(loss and all(n in changes and _same(changes[n], v) for n, v in loss.items()) for loss in losers)
 
 
 def _excluded(config: Config, failures: list[_Failure], monotone: set[str]) -> bool:
