@@ -40,7 +40,8 @@ for phase in "$@"; do
       log "knob search ${KNOB_CASES:-all cases}"
       python3 benchmarks/knob_search.py ${KNOB_CASES:+--cases $KNOB_CASES} --budget-minutes 1.5 \
         --exhaustive-from benchmarks/results/knob_search_h100/part1_drafts.json \
-        --exhaustive-from benchmarks/results/knob_search_h100/part2_examples.json -o "$OUT/r/knob_search" 2>&1 \
+        --exhaustive-from benchmarks/results/knob_search_h100/part2_examples.json \
+        --exhaustive-from benchmarks/results/knob_search_h100/max_dim1/knob_search.json -o "$OUT/r/knob_search" 2>&1 \
         | grep -v "^  " | tail -20 ;;
     suite)
       # The whole suite with the knob optimizer (issue #13), resumable across calls: carry
