@@ -270,3 +270,13 @@ def test_a_change_that_clearly_lost_is_tried_again_only_after_every_other_move(
     assert repeats and rest
     # A clear loss (0.4x) goes last, with every move that contains it; within noise (0.97x) it is no verdict.
     assert (min(repeats) > max(rest)) == deferred
+
+
+def test_a_hint_moves_its_knob_to_one_value_before_the_coordinate_moves(tmp_path: Path) -> None:
+    """tune-num-warps offers 2, 8, 16 for num_warps 4: the first, then the coordinate moves, then the rest."""
+    run = Run(tmp_path, bowl, diag=diagnosis("occupancy"), recs=["tune-num-warps"], per_member=10_000)
+    props = run.step(1)
+    assert (props[0].change, props[0].extra["phase"]) == ("num_warps 4 -> 2", "hint")
+    assert [p.extra["phase"] for p in props[1:4]] == ["coordinate"] * 3
+    later = [p for p in props if p.extra["phase"] == "hint" and p.extra["changes"] == {"num_warps": 16}]
+    assert later and props.index(later[0]) > max(i for i, p in enumerate(props) if p.extra["phase"] == "coordinate")

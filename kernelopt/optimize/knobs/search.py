@@ -253,15 +253,23 @@ class KnobSearchOptimizer:
         direction: dict[str, int] = {}
         order: list[str] = []
         by_strategy: dict[str, list[dict[str, KnobValue]]] = {}
+        # One value per hinted knob comes first; a hint's further values for the same knob
+        # (num_stages 2, 3, 4) wait until after the coordinate moves. Tried together they
+        # share one verdict: on the H100's max_dim1 draft all three lost 2-3x in one round.
+        later: list[_Move] = []
         for strategy, knob in hints:
             for site in _ordered_sites([s for s in space.values() if _matches(knob.param, s)]):
                 targets = _hint_targets(knob, site)
-                for target in targets:
+                for k, target in enumerate(targets):
                     step = _direction(site, target)
                     direction.setdefault(site.name, step)
                     if site.name not in order:
                         order.append(site.name)
-                    yield _Move({site.name: target}, "hint", strategy)
+                    move = _Move({site.name: target}, "hint", strategy)
+                    if k == 0:
+                        yield move
+                    else:
+                        later.append(move)
                 if targets:
                     by_strategy.setdefault(strategy.id, []).append({site.name: targets[0]})
         # a strategy with hints on several knobs also moves them together (its first targets)
@@ -275,6 +283,7 @@ class KnobSearchOptimizer:
         for n in names:
             for target in steps[n]:
                 yield _Move({n: target}, "coordinate")
+        yield from later
         for a, b in itertools.combinations(names, 2):
             for ta in steps[a]:
                 for tb in steps[b]:
