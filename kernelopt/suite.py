@@ -227,29 +227,15 @@ def roofline_fraction(nbytes: float | None, flops: float | None, precision: str 
     fraction = max(BYTES / peak bandwidth, FLOPS / peak FLOP/s) / best time: the share of
     the roofline's lower bound on the time that the kernel reaches. Peaks are the
     measured ones cached by `kernelopt env --measure` where present, else the datasheet's
-    (`knowledge/devices.yaml`), as `kernelopt.profile.devices.roofline` prefers them.
+    (`knowledge/devices.yaml`): `kernelopt.profile.devices.dram_peak` / `compute_peak`.
     None on a device with no known peaks (the CPU interpreter) or without BYTES/FLOPS."""
-    from kernelopt.profile.devices import cached_ceilings, lookup_device
+    from kernelopt.profile.devices import compute_peak, dram_peak
 
     if not best_ms or best_ms <= 0 or not device or (nbytes is None and flops is None):
         return None, None, None
-    measured = cached_ceilings(device)
-    spec = lookup_device(device)
-    if measured is None and spec is None:
-        return None, None, None
-    sources: list[str] = []
-    bw = measured.dram_bytes_per_s if measured else None
-    if bw:
-        sources.append("measured DRAM")
-    elif spec is not None and spec.dram_bytes_per_s:
-        bw = spec.dram_bytes_per_s
-        sources.append(f"datasheet DRAM ({spec.name})")
-    peak = measured.flops.get(precision) if measured and precision else None
-    if peak:
-        sources.append(f"measured {precision}")
-    elif spec is not None and precision and spec.flops.get(precision):
-        peak = spec.flops[precision]
-        sources.append(f"datasheet {precision} ({spec.name})")
+    bw, bw_source = dram_peak(device)
+    peak, peak_source = compute_peak(device, precision)
+    sources = [x for x in (bw_source, peak_source) if x]
     terms = {"dram": nbytes / bw if nbytes is not None and bw else None,
              "compute": flops / peak if flops is not None and peak else None}
     known = {k: v for k, v in terms.items() if v is not None}

@@ -7,7 +7,8 @@ import pytest
 
 from kernelopt.models.metrics import Metrics
 from kernelopt.profile.devices import (
-    Ceilings, _store, attach_roofline, cache_path, cached_ceilings, known_devices, lookup_device, roofline,
+    Ceilings, _store, attach_roofline, cache_path, cached_ceilings, compute_peak, dram_peak, known_devices, lookup_device,
+    roofline,
 )
 
 FX = Path(__file__).parent / "fixtures" / "profile"
@@ -62,6 +63,19 @@ def test_measured_ceilings_win_and_are_said():
     assert m.roofline.measured and m.combined["dram_roofline_fraction"] == pytest.approx(0.5)
     assert m.combined["compute_roofline_fraction"] == pytest.approx(0.1)
     assert any("measured ceilings" in n for n in m.notes)
+
+
+def test_one_choice_of_peaks_and_its_fallbacks():
+    """Measured where cached, else the datasheet, per figure; `highest` (a floor on time) takes the larger."""
+    assert dram_peak("NVIDIA H200") == (4.8e12, "datasheet DRAM (NVIDIA H200 SXM)")
+    assert dram_peak("Tesla K80") == (None, None) and compute_peak("NVIDIA H200", None) == (None, None)
+    _store(Ceilings(device="NVIDIA H200", driver="580.1", dram_bytes_per_s=4.0e12, flops={"fp32": 50e12},
+                    measured_at="2026-11-22T00:00:00+00:00"))
+    assert dram_peak("NVIDIA H200") == (4.0e12, "measured DRAM")
+    assert dram_peak("NVIDIA H200", highest=True) == (4.8e12, "datasheet DRAM (NVIDIA H200 SXM)")
+    assert compute_peak("NVIDIA H200", "fp32") == (50e12, "measured fp32")
+    # A precision the measurement did not cover falls back to the datasheet.
+    assert compute_peak("NVIDIA H200", "fp64") == (34e12, "datasheet fp64 (NVIDIA H200 SXM)")
 
 
 def test_corrupt_cache_is_ignored():

@@ -128,15 +128,10 @@ class Verifier:
             return None
         import torch
 
-        from kernelopt.profile.devices import cached_ceilings, lookup_device
+        from kernelopt.profile.devices import dram_peak
 
-        name = torch.cuda.get_device_name(torch.device(self.device))
-        spec = lookup_device(name)
-        measured = cached_ceilings(name)
-        peaks = [b for b in (spec.dram_bytes_per_s if spec else None, measured.dram_bytes_per_s if measured else None) if b]
-        if not peaks:
-            return None
-        return self.ref_bytes / max(peaks) * 1000.0
+        peak, _ = dram_peak(torch.cuda.get_device_name(torch.device(self.device)), highest=True)
+        return self.ref_bytes / peak * 1000.0 if peak else None
 
     def _time_baselines(self, inputs: list[Any]) -> dict[str, Timing]:
         from kernelopt.harness.timing import gpu_lock, time_baselines, time_callable

@@ -176,6 +176,41 @@ def _store(ceilings: Ceilings) -> None:
 
 # ---------------------------------------------------------------- roofline
 
+def dram_peak(device: str | None, *, highest: bool = False) -> tuple[float | None, str | None]:
+    """(peak DRAM bytes/s, where it comes from) for `device`; (None, None) when unknown.
+
+    The one choice of a DRAM ceiling. By default the measured figure (`kernelopt env
+    --measure`, cached per device) where present, else the datasheet row: a fraction of
+    the roofline is a fraction of what this machine does. `highest=True` takes the larger
+    of the two: a floor on a kernel's time must be a lower bound, so a measured copy
+    bandwidth below the datasheet must not raise it."""
+    if not device:
+        return None, None
+    measured = cached_ceilings(device)
+    spec = lookup_device(device)
+    options = []
+    if measured is not None and measured.dram_bytes_per_s:
+        options.append((measured.dram_bytes_per_s, "measured DRAM"))
+    if spec is not None and spec.dram_bytes_per_s:
+        options.append((spec.dram_bytes_per_s, f"datasheet DRAM ({spec.name})"))
+    if not options:
+        return None, None
+    return max(options) if highest else options[0]
+
+
+def compute_peak(device: str | None, precision: str | None) -> tuple[float | None, str | None]:
+    """(peak FLOP/s of `precision`, where it comes from): measured where cached, else the datasheet."""
+    if not device or not precision:
+        return None, None
+    measured = cached_ceilings(device)
+    if measured is not None and measured.flops.get(precision):
+        return measured.flops[precision], f"measured {precision}"
+    spec = lookup_device(device)
+    if spec is not None and spec.flops.get(precision):
+        return spec.flops[precision], f"datasheet {precision} ({spec.name})"
+    return None, None
+
+
 def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
     """Achieved DRAM bytes/s and FLOP/s of the profiled kernels as fractions of the ceilings.
 
@@ -192,7 +227,7 @@ def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
     if measured is None and spec is None:
         return None
     seconds = duration_ns * 1e-9
-    peak_bw = measured.dram_bytes_per_s if measured else spec.dram_bytes_per_s  # type: ignore[union-attr]
+    peak_bw, _ = dram_peak(device)
     out = Roofline(device=device, measured=measured is not None, peak_dram_bytes_per_s=peak_bw)
     if "dram_bytes" in values or "dram_bytes_per_second" in values:
         # dram_bytes_per_second's combined view is duration-weighted: total bytes / total time
@@ -206,9 +241,8 @@ def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
         precision = max(counts, key=lambda p: counts[p])
         out.precision = precision
         out.achieved_flops_per_s = counts[precision] / seconds
-        peak = measured.flops.get(precision) if measured else None
-        if peak is None and spec is not None and spec.flops.get(precision):
-            peak = spec.flops[precision]
+        peak, source = compute_peak(device, precision)
+        if peak and source and source.startswith("datasheet"):
             # Datasheet peaks hold at the maximum clock; ncu profiles at base clock by default.
             clock, max_khz = values.get("sm_frequency_hz"), values.get("sm_max_frequency_khz")
             if clock and max_khz and clock < max_khz * 1e3:
