@@ -406,11 +406,8 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
         failure = _one_line(f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - one problem's crash must not lose the other problems' results
         failure = _one_line(f"error: {type(exc).__name__}: {exc}")
-    from kernelopt.harness.envinfo import git_commit
-
-    row = _result_of(name, run_dir, family=family, figures=figures, overrides=overrides,
-                     wall_s=time.monotonic() - started, evaluations_before=before, resumed=resumed, failure=failure)
-    return row.model_copy(update={"git_commit": git_commit()})
+    return _result_of(name, run_dir, family=family, figures=figures, overrides=overrides,
+                      wall_s=time.monotonic() - started, evaluations_before=before, resumed=resumed, failure=failure)
 
 
 def _describe(r: ProblemResult) -> str:
@@ -498,6 +495,7 @@ def run_suite(
                                        baselines=tuple(baselines), trials=trials, timeout_s=timeout_s,
                                        profile=profile, experience=experience)
         started_at, started = now_iso(), time.monotonic()
+        commit = git_commit()  # once: each row finished by this process carries it
         done = {r.name: r for r in read_results(out / RESULTS)}
         todo = [n for n in names if n not in done]
         for n in names:
@@ -518,7 +516,7 @@ def run_suite(
             result = run_problem(name, suite, out, family=families.get(name), small=small, optimizer=optimizer,
                                  budget_minutes=budget_minutes, budget_evals=budget_evals, devices=on,
                                  options=options, progress=say, status=tell, engine_progress=engine_progress)
-            finish(result, index)
+            finish(result.model_copy(update={"git_commit": commit}), index)
 
         position = {n: i for i, n in enumerate(names, start=1)}
         if parallel_problems:
@@ -533,7 +531,7 @@ def run_suite(
             devices=slots if parallel_problems else list(devices or []),
             problems=[results[n] for n in names if n in results], missing=[n for n in names if n not in results],
             wall_s=time.monotonic() - started, evaluations_run=sum(r.evaluations_run for r in fresh.values()),
-            kernelopt_version=kernelopt_version(), git_commit=git_commit(), started_at=started_at, finished_at=now_iso(),
+            kernelopt_version=kernelopt_version(), git_commit=commit, started_at=started_at, finished_at=now_iso(),
         )
         finish_summary(summary)
         from kernelopt.report.suite_report import write_suite_report
