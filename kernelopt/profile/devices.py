@@ -186,8 +186,17 @@ def dram_peak(device: str | None, *, highest: bool = False) -> tuple[float | Non
     bandwidth below the datasheet must not raise it."""
     if not device:
         return None, None
-    measured = cached_ceilings(device)
-    spec = lookup_device(device)
+    return _dram_peak(cached_ceilings(device), lookup_device(device), highest)
+
+
+def compute_peak(device: str | None, precision: str | None) -> tuple[float | None, str | None]:
+    """(peak FLOP/s of `precision`, where it comes from): measured where cached, else the datasheet."""
+    if not device or not precision:
+        return None, None
+    return _compute_peak(cached_ceilings(device), lookup_device(device), precision)
+
+
+def _dram_peak(measured: Ceilings | None, spec: DeviceSpec | None, highest: bool) -> tuple[float | None, str | None]:
     options = []
     if measured is not None and measured.dram_bytes_per_s:
         options.append((measured.dram_bytes_per_s, "measured DRAM"))
@@ -198,14 +207,9 @@ def dram_peak(device: str | None, *, highest: bool = False) -> tuple[float | Non
     return max(options) if highest else options[0]
 
 
-def compute_peak(device: str | None, precision: str | None) -> tuple[float | None, str | None]:
-    """(peak FLOP/s of `precision`, where it comes from): measured where cached, else the datasheet."""
-    if not device or not precision:
-        return None, None
-    measured = cached_ceilings(device)
+def _compute_peak(measured: Ceilings | None, spec: DeviceSpec | None, precision: str) -> tuple[float | None, str | None]:
     if measured is not None and measured.flops.get(precision):
         return measured.flops[precision], f"measured {precision}"
-    spec = lookup_device(device)
     if spec is not None and spec.flops.get(precision):
         return spec.flops[precision], f"datasheet {precision} ({spec.name})"
     return None, None
@@ -227,7 +231,7 @@ def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
     if measured is None and spec is None:
         return None
     seconds = duration_ns * 1e-9
-    peak_bw, _ = dram_peak(device)
+    peak_bw, _ = _dram_peak(measured, spec, highest=False)  # the ceilings read once, above
     out = Roofline(device=device, measured=measured is not None, peak_dram_bytes_per_s=peak_bw)
     if "dram_bytes" in values or "dram_bytes_per_second" in values:
         # dram_bytes_per_second's combined view is duration-weighted: total bytes / total time
@@ -241,8 +245,8 @@ def roofline(metrics: Metrics, device: str | None = None) -> Roofline | None:
         precision = max(counts, key=lambda p: counts[p])
         out.precision = precision
         out.achieved_flops_per_s = counts[precision] / seconds
-        peak, source = compute_peak(device, precision)
-        if peak and source and source.startswith("datasheet"):
+        peak, _ = _compute_peak(measured, spec, precision)
+        if peak and not (measured is not None and measured.flops.get(precision)):
             # Datasheet peaks hold at the maximum clock; ncu profiles at base clock by default.
             clock, max_khz = values.get("sm_frequency_hz"), values.get("sm_max_frequency_khz")
             if clock and max_khz and clock < max_khz * 1e3:
