@@ -211,34 +211,29 @@ class KnobSearchOptimizer:
                     chosen.append(_restrict(site, self.domains))
         space = {s.name: s for s in chosen}
         tiles_and_stages = {s.name for s in sites if s.tile or param_of(s.name) == "num_stages"}
-        deferred: list[tuple[Config, Config, _Move]] = []
-        for move in self._moves(context, version, current, space, hints):
-            changes = {n: v for n, v in move.changes.items() if n in by_name and not _same(v, current[n])}
-            if not changes:
-                continue
-            config = {**current, **changes}
-            key = _key(config)
-            if key in seen or _excluded(config, failures, tiles_and_stages):
-                continue
-            seen.add(key)
-            if _repeats_a_loss(changes, losers):
-                deferred.append((changes, config, move))
-                continue
-            proposal = self._member_proposal(version, source, current, changes, config, move)
-            if proposal is not None:
-                yield proposal
-        for changes, config, move in deferred:
-            proposal = self._member_proposal(version, source, current, changes, config, move)
-            if proposal is not None:
-                yield proposal
+        def untried() -> Iterator[tuple[Config, Config, _Move]]:
+            deferred: list[tuple[Config, Config, _Move]] = []
+            for move in self._moves(context, version, current, space, hints):
+                changes = {n: v for n, v in move.changes.items() if n in by_name and not _same(v, current[n])}
+                if not changes:
+                    continue
+                config = {**current, **changes}
+                key = _key(config)
+                if key in seen or _excluded(config, failures, tiles_and_stages):
+                    continue
+                seen.add(key)
+                if _repeats_a_loss(changes, losers):
+                    deferred.append((changes, config, move))  # after every other move
+                else:
+                    yield changes, config, move
+            yield from deferred
 
-    def _member_proposal(self, version: Version, source: str, current: Config, changes: Config, config: Config,
-                         move: _Move) -> Proposal | None:
-        try:
-            new_source = set_knobs(source, changes, version.path)
-        except BadInput:
-            return None  # a value the member's own domain does not allow (restricted domains)
-        return self._proposal(version, new_source, current, changes, config, move)
+        for changes, config, move in untried():
+            try:
+                new_source = set_knobs(source, changes, version.path)
+            except BadInput:
+                continue  # a value the member's own domain does not allow (restricted domains)
+            yield self._proposal(version, new_source, current, changes, config, move)
 
     def _moves(self, context: OptimizeContext, version: Version, current: Config, space: dict[str, KnobSite],
                hints: list[tuple[Strategy, Knob]]) -> Iterator[_Move]:
