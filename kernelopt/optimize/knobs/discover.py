@@ -17,9 +17,21 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from kernelopt.models.optimize import KnobSpec, KnobValue
+from kernelopt.source import (
+    JitKernel,
+    SourceFile,
+    TritonAliases,
+    bindings,
+    grid_names,
+    int_literal,
+    jit_kernels,
+    keyword_delete_span,
+    last_arg_end,
+    resolve_literal,
+    scopes_of,
+)
 
 # --- domains ----------------------------------------------------------------------------
 
@@ -45,9 +57,6 @@ LOOP_UNROLL: list[KnobValue] = [None, 1, 2, 4, 8]
 TILE_MIN, TILE_MAX, DOT_MIN = 16, 8192, 16
 CUDA_THREADS = [32, 64, 128, 256, 512, 1024]
 
-# tl functions whose arguments are tensor shapes: a constexpr used there must be a power of two.
-_SHAPE_FUNCS = {"arange", "zeros", "full", "reshape", "view", "broadcast_to", "make_block_ptr"}
-_TILE_NAME = re.compile(r"^(BLOCK|TILE)|BLOCK|^B[MNKD]$|^BLK")
 
 KINDS = ("constexpr", "launch", "autotune", "directive", "define", "cuda_launch")
 
@@ -132,285 +141,15 @@ class KnobSite:
                         domain=list(self.domain), kind=self.kind)
 
 
-class _Source:
-    """The candidate's bytes, its tree, and byte offsets of ast positions."""
-
-    def __init__(self, source: str, path: str) -> None:
-        from kernelopt.problem import _parse
-
-        self.text = source
-        self.data = source.encode("utf-8")
-        self.tree = _parse(Path(path), source)
-        self.line_starts = [0]
-        for i, b in enumerate(self.data):
-            if b == 0x0A:
-                self.line_starts.append(i + 1)
-
-    def start(self, node: ast.AST) -> int:
-        return self.line_starts[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
-
-    def end(self, node: ast.AST) -> int:
-        return self.line_starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
-
-    def line_of(self, offset: int) -> int:
-        import bisect
-
-        return bisect.bisect_right(self.line_starts, offset)
-
-
-# --- Triton -----------------------------------------------------------------------------------
-
-
-def _int_literal(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int
-
-
-class _Aliases:
-    """Names the module binds to `triton` and `triton.language` (and bare `jit`, `autotune`)."""
-
-    def __init__(self, tree: ast.Module) -> None:
-        self.triton: set[str] = set()
-        self.tl: set[str] = set()
-        self.bare: dict[str, str] = {}  # local name -> triton attribute (from triton import jit)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name == "triton":
-                        self.triton.add(a.asname or "triton")
-                    elif a.name == "triton.language":
-                        if a.asname:
-                            self.tl.add(a.asname)
-                        else:
-                            self.triton.add("triton")
-            elif isinstance(node, ast.ImportFrom) and node.module in ("triton", "triton.language"):
-                for a in node.names:
-                    if node.module == "triton" and a.name == "language":
-                        self.tl.add(a.asname or "language")
-                    elif node.module == "triton":
-                        self.bare[a.asname or a.name] = a.name
-
-    def is_triton_attr(self, node: ast.AST, attr: str) -> bool:
-        """`triton.<attr>` or a bare name imported from triton."""
-        if isinstance(node, ast.Attribute) and node.attr == attr:
-            return isinstance(node.value, ast.Name) and node.value.id in self.triton
-        return isinstance(node, ast.Name) and self.bare.get(node.id) == attr
-
-    def tl_attr(self, node: ast.AST) -> str | None:
-        """'load' for `tl.load` / `triton.language.load`, else None."""
-        if not isinstance(node, ast.Attribute):
-            return None
-        v = node.value
-        if isinstance(v, ast.Name) and v.id in self.tl:
-            return node.attr
-        if (isinstance(v, ast.Attribute) and v.attr == "language" and isinstance(v.value, ast.Name)
-                and v.value.id in self.triton):
-            return node.attr
-        return None
-
-    def tl_prefix(self) -> str:
-        if self.tl:
-            return sorted(self.tl)[0]
-        return f"{sorted(self.triton)[0]}.language" if self.triton else "triton.language"
-
-
-@dataclass
-class _Kernel:
-    fn: ast.FunctionDef
-    params: list[str]
-    constexprs: set[str]
-    autotune: ast.Call | None
-    tiles: set[str]
-    loop_steps: set[str]
-    uses_dot: bool
-
-
-def _is_constexpr(annotation: ast.AST | None) -> bool:
-    if annotation is None:
-        return False
-    if isinstance(annotation, ast.Attribute):
-        return annotation.attr == "constexpr"
-    if isinstance(annotation, ast.Name):
-        return annotation.id == "constexpr"
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        return annotation.value.split(".")[-1] == "constexpr"
-    return False
-
-
-def _kernels(tree: ast.Module, al: _Aliases) -> dict[str, _Kernel]:
-    out: dict[str, _Kernel] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        jit, autotune = False, None
-        for dec in node.decorator_list:
-            target = dec.func if isinstance(dec, ast.Call) else dec
-            if al.is_triton_attr(target, "jit"):
-                jit = True
-            elif al.is_triton_attr(target, "autotune") and isinstance(dec, ast.Call):
-                autotune = dec
-        if not jit:
-            continue
-        params = [a.arg for a in node.args.posonlyargs + node.args.args]
-        constexprs = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs
-                      if _is_constexpr(a.annotation)}
-        tiles: set[str] = set()
-        steps: set[str] = set()
-        uses_dot = False
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call):
-                attr = al.tl_attr(sub.func)
-                if attr == "dot":
-                    uses_dot = True
-                if attr in _SHAPE_FUNCS:
-                    tiles |= {n.id for n in ast.walk(sub) if isinstance(n, ast.Name)} & constexprs
-            if isinstance(sub, ast.For) and isinstance(sub.iter, ast.Call) and len(sub.iter.args) == 3:
-                step = sub.iter.args[2]
-                if isinstance(step, ast.Name):
-                    steps.add(step.id)
-        tiles |= {c for c in constexprs if _TILE_NAME.search(c)}
-        out[node.name] = _Kernel(node, params, constexprs, autotune, tiles, steps, uses_dot)
-    return out
-
-
-def _scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
-    """Nodes of a function or module body, not descending into nested defs, lambdas, classes."""
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _bindings(scope: ast.AST, name: str) -> list[tuple[ast.AST, ast.AST | None]]:
-    """Every binding of `name` in the scope: (statement, the literal it is bound to or None)."""
-    found: list[tuple[ast.AST, ast.AST | None]] = []
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        a = scope.args
-        if name in {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | {
-                x.arg for x in (a.vararg, a.kwarg) if x is not None}:
-            found.append((scope, None))  # a parameter: its value comes from the caller
-    for node in _scope_nodes(scope):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id == name:
-                    found.append((node, node.value))
-                elif isinstance(target, (ast.Tuple, ast.List)):
-                    for i, elt in enumerate(target.elts):
-                        if isinstance(elt, ast.Name) and elt.id == name:
-                            value = node.value
-                            same = (isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
-                                    and not any(isinstance(e, ast.Starred) for e in target.elts + value.elts))
-                            found.append((node, value.elts[i] if same else None))  # type: ignore[union-attr]
-                        elif isinstance(elt, ast.Starred) and isinstance(elt.value, ast.Name) and elt.value.id == name:
-                            found.append((node, None))
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-            if isinstance(node.target, ast.Name) and node.target.id == name:
-                found.append((node, node.value if isinstance(node, ast.AnnAssign) else None))
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)):
-                found.append((node, None))
-        elif isinstance(node, ast.NamedExpr) and node.target.id == name:
-            found.append((node, None))
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if item.optional_vars is not None and any(
-                        isinstance(n, ast.Name) and n.id == name for n in ast.walk(item.optional_vars)):
-                    found.append((node, None))
-        elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            found.append((node, None))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
-                found.append((node, None))
-    return found
-
-
-def _resolve_literal(name: str, scopes: list[ast.AST]) -> ast.Constant | None:
-    """The int literal a name is bound to exactly once (innermost scope that binds it), else None.
-
-    A name bound twice, to a call, to an expression or as a parameter is derived: not a knob."""
-    for scope in scopes:
-        binds = _bindings(scope, name)
-        if not binds:
-            continue
-        if len(binds) == 1 and _int_literal(binds[0][1]):
-            return binds[0][1]  # type: ignore[return-value]
-        return None
-    return None
-
-
-def _last_arg_end(src: _Source, call: ast.Call) -> int:
-    """Where `, kwarg=value` is inserted: just after the call's last argument."""
-    items: list[ast.AST] = [*call.args, *call.keywords]
-    if not items:
-        raise ValueError("no arguments")  # callers only insert into calls that have arguments
-    return max(src.end(n) for n in items)
-
-
-def _keyword_delete_span(src: _Source, call: ast.Call, kw: ast.keyword) -> tuple[int, int]:
-    """Bytes removing `kw` from the call without touching any other line."""
-    items = sorted([*call.args, *call.keywords], key=src.start)
-    idx = items.index(kw)
-    start, end = src.start(kw), src.end(kw)
-    if idx > 0:
-        prev_end = src.end(items[idx - 1])
-        gap = src.data[prev_end:start]
-        if b"\n" not in gap and b"#" not in gap:
-            return prev_end, end  # ", kw=value" on one line: remove the separator with it
-    rest = src.data[end:]
-    m = re.match(rb"[ \t]*,", rest)
-    return start, end + (m.end() if m else 0)
-
-
-def _scopes_of(tree: ast.Module) -> dict[int, list[ast.AST]]:
-    """id(node) -> enclosing function scopes (innermost first) then the module."""
-    out: dict[int, list[ast.AST]] = {}
-
-    def visit(node: ast.AST, scopes: list[ast.AST]) -> None:
-        for child in ast.iter_child_nodes(node):
-            out[id(child)] = scopes
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                visit(child, [child, *scopes])
-            else:
-                visit(child, scopes)
-
-    visit(tree, [tree])
-    return out
-
-
-def _grid_names(grid: ast.AST, scopes: list[ast.AST]) -> tuple[set[str], set[str]]:
-    """Names the grid expression reads (following a local `grid = ...`) and META[...] keys."""
-    names: set[str] = set()
-    meta: set[str] = set()
-    todo = [grid]
-    seen: set[str] = set()
-    while todo:
-        expr = todo.pop()
-        for n in ast.walk(expr):
-            if isinstance(n, ast.Name) and n.id not in seen:
-                seen.add(n.id)
-                names.add(n.id)
-                for scope in scopes:
-                    binds = _bindings(scope, n.id)
-                    if binds:
-                        if len(binds) == 1 and binds[0][1] is not None:
-                            todo.append(binds[0][1])  # type: ignore[arg-type]
-                        break
-            elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
-                meta.add(n.slice.value)
-    return names, meta
-
-
-def _triton_sites(src: _Source) -> list[KnobSite]:
+def _triton_sites(src: SourceFile) -> list[KnobSite]:
     tree = src.tree
-    al = _Aliases(tree)
+    al = TritonAliases(tree)
     if not (al.triton or al.tl or al.bare):
         return []
-    kernels = _kernels(tree, al)
+    kernels = jit_kernels(tree, al)
     if not kernels:
         return []
-    scopes_of = _scopes_of(tree)
+    scope_map = scopes_of(tree)
     sites: list[KnobSite] = []
     by_span: dict[tuple[int, int], KnobSite] = {}
     launch_defaults = launch_params()
@@ -429,8 +168,8 @@ def _triton_sites(src: _Source) -> list[KnobSite]:
             continue
         k = kernels[node.func.value.id]
         kname = k.fn.name
-        scopes = scopes_of.get(id(node), [tree])
-        grid_vars, meta_keys = _grid_names(node.func.slice, scopes)
+        scopes = scope_map.get(id(node), [tree])
+        grid_vars, meta_keys = grid_names(node.func.slice, scopes)
         tuned: set[str] = set()
         if k.autotune is not None:
             tuned = _autotuned_names(k.autotune, tree)
@@ -450,10 +189,10 @@ def _triton_sites(src: _Source) -> list[KnobSite]:
                 continue
             if param in tuned:
                 continue
-            literal: ast.Constant | None = expr if _int_literal(expr) else None  # type: ignore[assignment]
+            literal: ast.Constant | None = expr if int_literal(expr) else None  # type: ignore[assignment]
             var = expr.id if isinstance(expr, ast.Name) else None
             if literal is None and var is not None:
-                literal = _resolve_literal(var, scopes)
+                literal = resolve_literal(var, scopes)
             if literal is None:
                 if is_launch and isinstance(expr, ast.Constant) and expr.value is None and param == "maxnreg":
                     pass  # maxnreg=None written out: same as absent; not worth a knob of its own
@@ -480,7 +219,7 @@ def _triton_sites(src: _Source) -> list[KnobSite]:
                     continue
                 add(KnobSite(names=[param, f"{kname}.{param}", f"{kname}.{param}@L{node.lineno}"], value=default,
                              kernel=kname, line=node.lineno, domain=_with(list(_LAUNCH_DOMAINS[param]), default),
-                             kind="launch", insert_at=_last_arg_end(src, node), kwarg=param, pos=src.end(node)))
+                             kind="launch", insert_at=last_arg_end(src, node), kwarg=param, pos=src.end(node)))
     for kname, k in kernels.items():
         if k.autotune is not None:
             sites.extend(_autotune_sites(src, k, tree))
@@ -502,7 +241,7 @@ def _config_calls(autotune: ast.Call, tree: ast.Module) -> list[ast.Call]:
 
 
 def _module_value(tree: ast.Module, name: str) -> ast.AST | None:
-    binds = _bindings(tree, name)
+    binds = bindings(tree, name)
     return binds[0][1] if len(binds) == 1 else None
 
 
@@ -519,7 +258,7 @@ def _autotuned_names(autotune: ast.Call, tree: ast.Module) -> set[str]:
     return names | {"num_warps", "num_stages"}
 
 
-def _autotune_sites(src: _Source, k: _Kernel, tree: ast.Module) -> list[KnobSite]:
+def _autotune_sites(src: SourceFile, k: JitKernel, tree: ast.Module) -> list[KnobSite]:
     """Each Config's kwargs, num_warps and num_stages; plus the tuned names, decided by the autotuner."""
     kname = k.fn.name
     out: list[KnobSite] = []
@@ -530,7 +269,7 @@ def _autotune_sites(src: _Source, k: _Kernel, tree: ast.Module) -> list[KnobSite
     for i, call in enumerate(_config_calls(k.autotune, tree)):
         if call.args and isinstance(call.args[0], ast.Dict):
             for key, val in zip(call.args[0].keys, call.args[0].values):
-                if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and _int_literal(val)):
+                if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and int_literal(val)):
                     continue
                 tile = key.value in k.tiles
                 v = val.value  # type: ignore[union-attr]
@@ -543,7 +282,7 @@ def _autotune_sites(src: _Source, k: _Kernel, tree: ast.Module) -> list[KnobSite
             names = [f"config{i}.{param}", f"{kname}.config{i}.{param}"]
             kw = present.get(param)
             if kw is not None:
-                if _int_literal(kw.value):
+                if int_literal(kw.value):
                     v = kw.value.value  # type: ignore[union-attr]
                     out.append(KnobSite(names=names, value=v, kernel=kname, line=kw.value.lineno, kind="autotune",
                                         domain=_with(list(_LAUNCH_DOMAINS[param]), v),
@@ -552,11 +291,11 @@ def _autotune_sites(src: _Source, k: _Kernel, tree: ast.Module) -> list[KnobSite
                 default = launch_params().get(param, _FALLBACK_LAUNCH_DEFAULTS[param])
                 out.append(KnobSite(names=names, value=default, kernel=kname, line=call.lineno, kind="autotune",
                                     domain=_with(list(_LAUNCH_DOMAINS[param]), default),
-                                    insert_at=_last_arg_end(src, call), kwarg=param, pos=src.end(call)))
+                                    insert_at=last_arg_end(src, call), kwarg=param, pos=src.end(call)))
     return out
 
 
-def _str_kw(src: _Source, call: ast.Call, kw: ast.keyword, names: list[str], kernel: str, domain: list[str],
+def _str_kw(src: SourceFile, call: ast.Call, kw: ast.keyword, names: list[str], kernel: str, domain: list[str],
             kind: str = "directive") -> KnobSite | None:
     if not (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)):
         return None  # computed: not a knob
@@ -566,11 +305,11 @@ def _str_kw(src: _Source, call: ast.Call, kw: ast.keyword, names: list[str], ker
         return None  # prefixed (r'', b'') or triple-quoted: leave it alone
     v = kw.value.value
     return KnobSite(names=names, value=v, kernel=kernel, line=call.lineno, domain=_with(list(domain), v), kind=kind,
-                    span=(s, e), delete_span=_keyword_delete_span(src, call, kw), quote=token[:1].decode(),
+                    span=(s, e), delete_span=keyword_delete_span(src, call, kw), quote=token[:1].decode(),
                     unset="", pos=src.start(call))
 
 
-def _directive_sites(src: _Source, k: _Kernel, al: _Aliases) -> list[KnobSite]:
+def _directive_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[KnobSite]:
     """eviction_policy / cache_modifier of each tl.load/tl.store; num_stages / unroll of each loop."""
     out: list[KnobSite] = []
     kname = k.fn.name
@@ -598,7 +337,7 @@ def _directive_sites(src: _Source, k: _Kernel, al: _Aliases) -> list[KnobSite]:
                     out.append(site)
             elif call.args or call.keywords:
                 out.append(KnobSite(names=names, value="", kernel=kname, line=call.lineno, domain=list(domain),
-                                    kind="directive", insert_at=_last_arg_end(src, call), kwarg=param,
+                                    kind="directive", insert_at=last_arg_end(src, call), kwarg=param,
                                     pos=src.start(call)))
     for node in ast.walk(k.fn):
         if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and node.iter.args):
@@ -614,16 +353,16 @@ def _directive_sites(src: _Source, k: _Kernel, al: _Aliases) -> list[KnobSite]:
             names = [f"{tag}.{param}", f"{kname}.{tag}.{param}"]
             kw = kws.get(param)
             if kw is not None:
-                if not _int_literal(kw.value):
+                if not int_literal(kw.value):
                     continue
                 v = kw.value.value  # type: ignore[union-attr]
                 out.append(KnobSite(names=names, value=v, kernel=kname, line=node.lineno,
                                     domain=_with(list(domain), v), kind="directive",
                                     span=(src.start(kw.value), src.end(kw.value)),
-                                    delete_span=_keyword_delete_span(src, it, kw), pos=src.start(it)))
+                                    delete_span=keyword_delete_span(src, it, kw), pos=src.start(it)))
             else:
                 out.append(KnobSite(names=names, value=None, kernel=kname, line=node.lineno, domain=list(domain),
-                                    kind="directive", insert_at=_last_arg_end(src, it), kwarg=param,
+                                    kind="directive", insert_at=last_arg_end(src, it), kwarg=param,
                                     rename=rename, pos=src.start(it)))
     return out
 
@@ -642,7 +381,7 @@ _IDENT = re.compile(rb"^[A-Za-z_]\w*$")
 _DIGITS = re.compile(rb"^\d+$")
 
 
-def _cuda_sites(src: _Source) -> list[KnobSite]:
+def _cuda_sites(src: SourceFile) -> list[KnobSite]:
     out: list[KnobSite] = []
     for node in ast.walk(src.tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value):
@@ -724,7 +463,7 @@ def _name_sites(sites: list[KnobSite]) -> None:
 
 def find_sites(source: str, path: str = "<candidate>") -> list[KnobSite]:
     """Every knob with where it is written; BadInput when the source does not parse."""
-    src = _Source(source, path)
+    src = SourceFile(source, path)
     sites = _triton_sites(src) + _cuda_sites(src)
     sites.sort(key=lambda s: (s.pos, s.line))
     _name_sites(sites)

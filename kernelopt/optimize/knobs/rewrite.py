@@ -10,11 +10,10 @@ adds or removes a line, so knob names that carry line numbers stay valid.
 
 from __future__ import annotations
 
-import ast
-
 from kernelopt.errors import BadInput
 from kernelopt.models.optimize import KnobValue
 from kernelopt.optimize.knobs.discover import KnobSite, find_sites
+from kernelopt.source import apply_edits
 
 
 def _same(a: KnobValue, b: KnobValue) -> bool:
@@ -66,25 +65,7 @@ def set_knobs(source: str, values: dict[str, KnobValue], path: str = "<candidate
             if edit not in edits:  # two loop knobs both ask for the same range -> tl.range
                 edits.append(edit)
                 order.append(len(order))
-    if not edits:
-        return source
-    data = source.encode("utf-8")
-    ranked = sorted(zip(edits, order), key=lambda t: (t[0][0], t[0][1], t[1]))
-    out: list[bytes] = []
-    pos = 0
-    for (start, end, text), _ in ranked:
-        if start < pos:
-            raise BadInput(f"{path}: knobs {', '.join(values)} overlap in the source; set them one at a time")
-        out.append(data[pos:start])
-        out.append(text.encode("utf-8"))
-        pos = end
-    out.append(data[pos:])
-    result = b"".join(out).decode("utf-8")
-    try:
-        ast.parse(result)
-    except SyntaxError as exc:  # a bug here, never the user's: say which knobs
-        raise BadInput(f"{path}: setting {', '.join(values)} would not parse ({exc.msg})") from None
-    return result
+    return apply_edits(source, edits, path, what=f"knobs {', '.join(values)}")
 
 
 def knob_values(source: str, path: str = "<candidate>") -> dict[str, KnobValue]:
