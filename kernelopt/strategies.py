@@ -43,9 +43,10 @@ def metric_keys() -> frozenset[str]:
 # ----------------------------------------------------------------------------- loading
 
 
-def _check_raw(doc: Any, keys: frozenset[str]) -> list[str]:
-    """Checks on the raw document (duplicate ids, conditions and their metric keys), so
-    they are reported with lines even when other fields of the same pack fail the schema."""
+def _check_raw(doc: Any, keys: frozenset[str], transforms: bool = False) -> list[str]:
+    """Checks on the raw document (duplicate ids, conditions and their metric keys, and with
+    `transforms` that a named transform resolves and takes the given parameters), so they
+    are reported with lines even when other fields of the same pack fail the schema."""
     from kernelopt.conditions import ConditionError, compile_condition
 
     errors = []
@@ -69,19 +70,44 @@ def _check_raw(doc: Any, keys: frozenset[str]) -> list[str]:
                 compile_condition(text, known=keys)
             except ConditionError as exc:
                 errors.append(f"{doc.where(('strategies', index, field))}: strategies.{index}.{field}: {exc}")
+        spec = item.get("transform") if isinstance(item, dict) and transforms else None
+        if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+            problem = _transform_problem(spec["name"], spec.get("params"))
+            if problem:
+                errors.append(f"{doc.where(('strategies', index, 'transform'))}: strategies.{index}.transform: {problem}")
     return errors
 
 
-def check_pack(path: str | Path, origin: str = "path") -> tuple[StrategyPack | None, PackCheck]:
-    """Validate one pack file: schema, unique kebab-case ids, conditions and their metric keys."""
+def _transform_problem(name: str, params: Any) -> str | None:
+    """Why a pack's `transform:` does not resolve or its params do not fit, or None."""
+    from kernelopt.optimize.transforms import get_transform, resolve_params
+
+    try:
+        transform = get_transform(name)
+        if isinstance(params, dict):
+            resolve_params(transform, params)
+    except BadInput as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - a third-party transform that fails to load is a pack error
+        return f"transform {name!r} failed to load: {type(exc).__name__}: {exc}"
+    return None
+
+
+def check_pack(
+    path: str | Path, origin: str = "path", transforms: bool = False
+) -> tuple[StrategyPack | None, PackCheck]:
+    """Validate one pack file: schema, unique kebab-case ids, conditions and their metric keys;
+    with `transforms`, also that each named transform resolves and takes its params (this
+    imports the transforms, so loading for a run leaves it to the optimizer)."""
     path = Path(path)
     try:
         st = path.stat()
         stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
     except OSError:
         stamp = None
-    if stamp is None:
-        return _check_pack(path, origin)
+    if stamp is None or transforms:
+        # Not cached when resolving transforms: the registry may change under the same file.
+        return _check_pack(path, origin, transforms)
     # Parsing YAML with line tracking costs ~0.15 s a pack; every CLI call and every
     # recommend would pay it again. Cache by file stamp and hand out copies.
     pack, report = _check_pack_cached(str(path), origin, stamp)
@@ -93,7 +119,7 @@ def _check_pack_cached(path: str, origin: str, stamp: tuple[int, int]) -> tuple[
     return _check_pack(Path(path), origin)
 
 
-def _check_pack(path: Path, origin: str) -> tuple[StrategyPack | None, PackCheck]:
+def _check_pack(path: Path, origin: str, transforms: bool = False) -> tuple[StrategyPack | None, PackCheck]:
     from pydantic import ValidationError
 
     from kernelopt.yamlio import load_yaml, pydantic_errors
@@ -112,7 +138,7 @@ def _check_pack(path: Path, origin: str) -> tuple[StrategyPack | None, PackCheck
         pack = StrategyPack.model_validate(doc.data)
     except ValidationError as exc:
         report.errors.extend(pydantic_errors(doc, exc))
-    report.errors.extend(_check_raw(doc, metric_keys()))
+    report.errors.extend(_check_raw(doc, metric_keys(), transforms))
     # Keep errors in file order: a pack author fixes them top to bottom.
     report.errors.sort(key=_line_of_error)
     if pack is None:
@@ -226,7 +252,7 @@ def validate_packs(paths: Iterable[str | Path]) -> list[PackCheck]:
         files = _pack_files(p, "validate") if p.exists() else [p]
         if p.is_dir() and not files:
             reports.append(PackCheck(path=str(p), ok=False, errors=[f"{p}: no *.yaml packs in this directory"]))
-        reports.extend(check_pack(f)[1] for f in files)
+        reports.extend(check_pack(f, transforms=True)[1] for f in files)
     return reports
 
 

@@ -77,6 +77,12 @@ def show_cmd(strategy_id: str, as_json: bool) -> None:
             for k in s.knobs:
                 moves = f"values {k.values}" if k.values is not None else f"scale {k.scale}"
                 lines.append(f"    {k.param}: {moves}")
+        if s.transform:
+            t = s.transform
+            lines.append(f"  transform: {t.name}")
+            if t.params:
+                lines.append("    params: " + ", ".join(f"{k}={v!r}" for k, v in t.params.items()))
+            lines.append(f"    requires: {', '.join(t.requires) if t.requires else '(nothing)'}")
         if s.change:
             lines.append("  change:")
             lines.append(textwrap.indent(s.change.rstrip(), "    "))

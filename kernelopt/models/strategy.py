@@ -70,6 +70,54 @@ class Knob(Model):
         return self
 
 
+# A transform precondition names a structural feature of the source (kernelopt.source.FEATURES),
+# optionally negated with a leading '!' (the feature must be absent).
+_FEATURE_REQ = re.compile(r"^!?[a-z0-9]+(_[a-z0-9]+)*$")
+
+TransformParamValue = int | float | str | bool | None
+
+
+class StrategyTransform(Model):
+    """The executable side of a strategy: a registered source transform, its parameters, and
+    the structure it needs in the source (checked statically, beside the metric conditions)."""
+
+    name: str = Field(description="registry name of the transform (kernelopt transforms lists them)")
+    params: dict[str, TransformParamValue] = Field(
+        default_factory=dict, description="values for the transform's parameters; tried first as knob hints"
+    )
+    requires: list[str] = Field(
+        default_factory=list,
+        description="structural features the source must have (kernelopt.source.FEATURES); '!name' = must not",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _SNAKE.match(v):
+            raise ValueError(f"{v!r} is not a transform name (snake_case)")
+        return v
+
+    @field_validator("requires")
+    @classmethod
+    def _features(cls, v: list[str]) -> list[str]:
+        from kernelopt.source import FEATURES
+
+        for item in v:
+            if not _FEATURE_REQ.match(item) or item.lstrip("!") not in FEATURES:
+                raise ValueError(f"{item!r} is not a source feature (known: {', '.join(sorted(FEATURES))})")
+        return v
+
+    def holds(self, features: set[str]) -> tuple[bool, str]:
+        """(whether `requires` holds for a source with these features, the first reason it does not)."""
+        for item in self.requires:
+            name = item.lstrip("!")
+            if item.startswith("!") and name in features:
+                return False, f"requires no {name}"
+            if not item.startswith("!") and name not in features:
+                return False, f"requires {name}"
+        return True, "requires " + (", ".join(self.requires) if self.requires else "nothing")
+
+
 class Strategy(Model):
     id: KebabName = Field(description="unique, kebab-case")
     title: str
@@ -83,6 +131,7 @@ class Strategy(Model):
     expect: str | None = Field(None, description="what should move in the profile (metric keys)")
     knobs: list[Knob] = Field(default_factory=list)
     change: str | None = Field(None, description="code change, with a short before/after sketch")
+    transform: StrategyTransform | None = Field(None, description="a source transform that makes the change")
     references: list[str] = Field(default_factory=list)
     # Set by the loader, not by the YAML author.
     pack: str | None = None
@@ -96,8 +145,10 @@ class Strategy(Model):
 
     @model_validator(mode="after")
     def _has_change(self) -> Strategy:
-        if not self.knobs and not (self.change and self.change.strip()):
-            raise ValueError("a strategy needs `change` (code change) or `knobs` (moves the optimizer applies)")
+        if not self.knobs and not self.transform and not (self.change and self.change.strip()):
+            raise ValueError(
+                "a strategy needs `change` (code change), `knobs` (moves the optimizer applies) or `transform`"
+            )
         return self
 
 
