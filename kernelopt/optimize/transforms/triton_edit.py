@@ -1,0 +1,231 @@
+"""What the Triton transforms share: finding a kernel's launches, its program ids, fresh names,
+and the edits that add a parameter to a kernel and its launches.
+
+Everything reads the candidate through `kernelopt.source` and rewrites it with
+`kernelopt.source.apply_edits` (byte spans): a transform changes only the bytes it means to.
+A transform reports one site per `@triton.jit` kernel; the site id is the kernel's name.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from kernelopt.errors import BadInput
+from kernelopt.models.transform import ParamValue, SiteReport
+from kernelopt.optimize.transforms.base import TransformError
+from kernelopt.source import (
+    Edit,
+    JitKernel,
+    SourceFile,
+    TritonAliases,
+    bindings,
+    last_arg_end,
+    parse_triton,
+    scopes_of,
+    segment,
+)
+
+
+@dataclass
+class Parsed:
+    """A candidate read once: its bytes, aliases, kernels, launches (kernel name -> calls), scopes."""
+
+    src: SourceFile
+    al: TritonAliases
+    kernels: dict[str, JitKernel]
+    launches: dict[str, list[ast.Call]] = field(default_factory=dict)
+    scopes: dict[int, list[ast.AST]] = field(default_factory=dict)
+
+    def scopes_at(self, node: ast.AST) -> list[ast.AST]:
+        return self.scopes.get(id(node), [self.src.tree])
+
+
+def parse(source: str, path: str = "<candidate>") -> Parsed:
+    """Parse once; BadInput when the source does not parse."""
+    src, al, kernels = parse_triton(source, path)
+    launches: dict[str, list[ast.Call]] = {name: [] for name in kernels}
+    for node in ast.walk(src.tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
+            launches[node.func.value.id].append(node)
+    for calls in launches.values():
+        calls.sort(key=src.start)
+    return Parsed(src, al, kernels, launches, scopes_of(src.tree))
+
+
+def parse_for_sites(transform: str, source: str, path: str) -> Parsed | list[SiteReport]:
+    """`parse`, or the one report that declines a file it cannot read or that has no Triton kernel."""
+    try:
+        p = parse(source, path)
+    except BadInput as exc:
+        return [decline(transform, None, f"the source does not parse: {exc}")]
+    if not p.kernels:
+        return [decline(transform, None, "no @triton.jit kernel in the file")]
+    return p
+
+
+def parse_for_apply(source: str, site: str, path: str = "<candidate>") -> tuple[Parsed, JitKernel]:
+    """The parsed source and the kernel named by `site` ('kernel' or 'kernel@anything'); TransformError if absent."""
+    try:
+        p = parse(source, path)
+    except BadInput as exc:
+        raise TransformError(f"the source does not parse: {exc}") from None
+    name = site.split("@")[0]
+    if name not in p.kernels:
+        known = ", ".join(sorted(p.kernels)) or "none"
+        raise TransformError(f"no @triton.jit kernel {name!r} in the source (kernels: {known})")
+    return p, p.kernels[name]
+
+
+def decline(transform: str, kernel: str | None, reason: str, line: int | None = None) -> SiteReport:
+    return SiteReport(transform=transform, site=None, applies=False, reason=reason, kernel=kernel, line=line)
+
+
+def applies(transform: str, k: JitKernel, reason: str, params: dict[str, ParamValue]) -> SiteReport:
+    return SiteReport(transform=transform, site=k.fn.name, applies=True, reason=reason, params=params,
+                      kernel=k.fn.name, line=k.fn.lineno)
+
+
+# --- reading a kernel ----------------------------------------------------------------------------
+
+
+def axis_of(call: ast.Call) -> int | None:
+    """The constant axis of `tl.program_id(axis)` / `tl.num_programs(axis)`; None when computed."""
+    arg = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "axis"), None)
+    if isinstance(arg, ast.Constant) and type(arg.value) is int:
+        return arg.value
+    return None
+
+
+def tl_calls(node: ast.AST, al: TritonAliases, attr: str) -> list[ast.Call]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and al.tl_attr(n.func) == attr]
+
+
+def program_ids(k: JitKernel, al: TritonAliases) -> dict[int | None, list[ast.Call]]:
+    """axis -> the `tl.program_id(axis)` calls in the kernel (None: an axis that is not a constant)."""
+    out: dict[int | None, list[ast.Call]] = {}
+    for call in tl_calls(k.fn, al, "program_id"):
+        out.setdefault(axis_of(call), []).append(call)
+    return out
+
+
+def is_program_id(node: ast.AST | None, al: TritonAliases, axis: int) -> bool:
+    return isinstance(node, ast.Call) and al.tl_attr(node.func) == "program_id" and axis_of(node) == axis
+
+
+def single_binding(fn: ast.FunctionDef, name: str) -> ast.Assign | None:
+    """The one top-level `name = value` statement of the kernel body, when that is its only binding."""
+    binds = bindings(fn, name)
+    if len(binds) != 1 or not isinstance(binds[0][0], ast.Assign):
+        return None
+    stmt = binds[0][0]
+    if stmt not in fn.body or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return None
+    return stmt
+
+
+def name_loads(node: ast.AST, name: str) -> list[ast.Name]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+
+
+def used_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
+
+
+def fresh(taken: set[str], base: str) -> str:
+    """`base`, or `base_2`, `base_3`... whichever the module does not use yet (added to `taken`)."""
+    name, i = base, 1
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    taken.add(name)
+    return name
+
+
+def alone_on_lines(src: SourceFile, stmt: ast.stmt, body: list[ast.stmt]) -> bool:
+    """No other statement of `body` shares a line with `stmt` (no `a = 1; b = 2`)."""
+    lo, hi = stmt.lineno, stmt.end_lineno or stmt.lineno
+    return not any(o is not stmt and (o.lineno <= hi and (o.end_lineno or o.lineno) >= lo) for o in body)
+
+
+def line_span(src: SourceFile, stmt: ast.stmt) -> tuple[int, int]:
+    """Bytes of the whole lines a statement occupies, newline included."""
+    start = src.line_starts[stmt.lineno - 1]
+    end_line = stmt.end_lineno or stmt.lineno
+    end = src.line_starts[end_line] if end_line < len(src.line_starts) else len(src.data)
+    return start, end
+
+
+def enclosing_stmt(p: Parsed, node: ast.AST) -> ast.stmt | None:
+    """The innermost statement that contains `node`."""
+    best: ast.stmt | None = None
+    for stmt in ast.walk(p.src.tree):
+        if isinstance(stmt, ast.stmt) and not isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.Module)):
+            if p.src.start(stmt) <= p.src.start(node) and p.src.end(node) <= p.src.end(stmt):
+                if best is None or p.src.start(stmt) >= p.src.start(best):
+                    best = stmt
+    return best
+
+
+def literal_tuple(p: Parsed, grid: ast.AST, at: ast.AST) -> ast.Tuple | ast.List | None:
+    """The grid as a tuple/list literal: written at the launch or bound once to a local name."""
+    if isinstance(grid, (ast.Tuple, ast.List)):
+        return grid
+    if isinstance(grid, ast.Name):
+        for scope in p.scopes_at(at):
+            binds = bindings(scope, grid.id)
+            if binds:
+                if len(binds) == 1 and isinstance(binds[0][1], (ast.Tuple, ast.List)):
+                    return binds[0][1]  # type: ignore[return-value]
+                return None
+    return None
+
+
+def launch_args(k: JitKernel, call: ast.Call) -> dict[str, ast.AST] | None:
+    """Kernel parameter -> the expression the launch passes; None when it passes *args/**kwargs."""
+    out: dict[str, ast.AST] = {}
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred) or i >= len(k.params):
+            return None
+        out[k.params[i]] = arg
+    for kw in call.keywords:
+        if kw.arg is None:
+            return None
+        out[kw.arg] = kw.value
+    return out
+
+
+# --- edits ---------------------------------------------------------------------------------------
+
+
+def add_params(p: Parsed, k: JitKernel, decls: list[str]) -> Edit:
+    """Append parameters (e.g. 'GROUP_M: tl.constexpr') to the kernel's signature."""
+    a = k.fn.args
+    if a.vararg or a.kwarg or a.kwonlyargs:
+        raise TransformError(f"{k.fn.name} takes *args/**kwargs or keyword-only parameters")
+    last: list[ast.AST] = [*a.posonlyargs, *a.args, *a.defaults]
+    if not last:
+        raise TransformError(f"{k.fn.name} has no parameters")
+    end = max(p.src.end(n) for n in last)
+    if a.defaults:  # after a parameter with a default, new ones need one too; every launch passes them
+        raise TransformError(f"{k.fn.name} has parameters with default values")
+    return end, end, "".join(f", {d}" for d in decls)
+
+
+def add_launch_kwargs(p: Parsed, call: ast.Call, kwargs: list[tuple[str, str]]) -> Edit:
+    end = last_arg_end(p.src, call)
+    return end, end, "".join(f", {name}={value}" for name, value in kwargs)
+
+
+def tl_name(p: Parsed) -> str:
+    return p.al.tl_prefix()
+
+
+def constexpr_annotation(p: Parsed) -> str:
+    return f"{tl_name(p)}.constexpr"
+
+
+def text(p: Parsed, node: ast.AST) -> str:
+    return segment(p.src, node)

@@ -1,0 +1,57 @@
+"""Shared checks for the transform tests: apply, find the new knobs, verify on the interpreter.
+
+Verification goes through kernelopt.harness.verify (the one verification path): every
+rewritten kernel runs in the harness's child process against the problem's reference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelopt.harness.verify import verify_many
+from kernelopt.optimize.knobs import discover_knobs
+from kernelopt.optimize.transforms import get_transform
+from kernelopt.problem import load_candidate, load_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "transforms"
+SUITE = ROOT / "benchmarks" / "suite"
+
+
+def read(path: Path) -> str:
+    return path.read_text()
+
+
+def report(name: str, source: str) -> dict[str | None, object]:
+    """kernel -> its SiteReport for transform `name`."""
+    return {r.kernel: r for r in get_transform(name).sites(source)}
+
+
+def knob_names(source: str) -> set[str]:
+    return {k.name for k in discover_knobs(source)}
+
+
+def knob_value(source: str, name: str) -> object:
+    return next(k.value for k in discover_knobs(source) if k.name == name)
+
+
+def verify_all(tmp: Path, problem: Path, shapes: list[dict[str, str]], sources: list[str], trials: int = 1) -> None:
+    """Every source passes verification at every shape (asserts, naming the shape and the message)."""
+    paths = []
+    for i, source in enumerate(sources):
+        path = tmp / f"cand{i}.py"
+        path.write_text(source)
+        paths.append(path)
+    for shape in shapes:
+        prob = load_problem(problem, shape)
+        results = verify_many(prob, [load_candidate(p) for p in paths], trials=trials)
+        for path, v in zip(paths, results):
+            assert v.passed, f"{path.name} at {shape}: {v.reason}: {v.message}"
+
+
+def fails(tmp: Path, problem: Path, shape: dict[str, str], source: str) -> bool:
+    """The source fails verification at the shape (a check that the test can see a broken kernel)."""
+    path = tmp / "broken.py"
+    path.write_text(source)
+    (v,) = verify_many(load_problem(problem, shape), [load_candidate(path)], trials=1)
+    return not v.passed
