@@ -352,7 +352,7 @@ def _result_of(name: str, run_dir: Path, *, family: str | None, figures: tuple[f
         speedup_vs_compile=compiled / best if compiled and best else None,
         retimed=s.retimed, roofline_fraction=fraction, roofline_bound=bound, roofline_ceilings=ceilings,
         device=s.device, interpreter=s.interpreter, time_label=s.time_label, evaluations=s.evaluations_done,
-        evaluations_run=max(0, s.evaluations_done - evaluations_before), stop_reason=s.stop_reason,
+        evaluations_run=max(0, s.evaluations_done - evaluations_before), stop_reason=s.stop_reason, spent=dict(s.spent),
         failure=None if correct else failure,
     ))
 

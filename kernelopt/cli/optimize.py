@@ -37,8 +37,9 @@ def render_summary(s: Any) -> str:
               help="knobs (no LLM), llm, agent, or a third-party optimizer registered as an entry point.")
 @click.option("--budget-evals", type=click.IntRange(min=1), default=None, help="Stop after this many evaluations.")
 @click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Time budget: a round proposes only as many versions as fit in the minutes left "
-                   "(at the mean evaluation time so far), and no round starts after it.")
+              help="Time budget of the whole run (engine start, baselines, profiling, search, final re-timing): "
+                   "a round proposes only as many versions as fit in the minutes left (at the mean evaluation "
+                   "time so far), and no round starts after it.")
 @loop_options
 @click.option("-o", "--out", "run_dir", type=click.Path(file_okay=False), default=None,
               help="Run directory (default: runs/<problem>-<time>).")

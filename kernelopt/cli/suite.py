@@ -47,7 +47,7 @@ def suite() -> None:
 @click.argument("suite_dir", metavar="DIR", type=click.Path(file_okay=False))
 @click.option("--optimizer", default="knobs", show_default=True, help="knobs, llm, agent, or a registered optimizer.")
 @click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True,
-              help="Per problem: the time budget of its optimize run (a round proposes only what fits in the minutes left).")
+              help="Per problem: the time budget of its whole optimize run (a round proposes only what fits in the minutes left).")
 @click.option("--budget-evals", type=click.IntRange(min=1), default=None, help="Per problem: stop after this many evaluations.")
 @click.option("--problems", default=None, metavar="A,B,...", help="Only these problems (folder names), in this order.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,

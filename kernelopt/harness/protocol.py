@@ -104,7 +104,8 @@ class ReadyReply(Model):
     baselines: dict[str, Timing] = Field(default_factory=dict)
     reference_floor_ms: float | None = None
     reference_bytes: int = Field(0, description="bytes of the inputs and outputs: the least DRAM traffic of any kernel")
-    setup_s: float = 0.0
+    setup_s: float = Field(0.0, description="seconds from the worker's start to this reply, baselines_s included")
+    baselines_s: float = Field(0.0, description="of setup_s, the seconds spent timing the baselines (0 when cached)")
 
 
 class ProgressReply(Model):

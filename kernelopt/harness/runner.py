@@ -109,6 +109,11 @@ class Runner:
         self.arena = Arena.open(init.arena)
         # The problem (trusted) is imported for the reference weights a candidate copies.
         self.prepared = binding.prepare(init.problem, None, device=init.device, seed=init.seed)
+        try:
+            # Imported with the runner (a one-off cost of the worker), not inside the first candidate's load.
+            import triton  # noqa: F401
+        except ImportError:
+            pass
         self.guard = Guard()
         self.loaded = 0
 

@@ -106,11 +106,20 @@ class Verifier:
         # The least DRAM traffic of any kernel for this problem: its inputs and outputs.
         self.ref_bytes = sum(v.numel() * v.element_size() for v in [*first, *ref0] if isinstance(v, torch.Tensor))
         self.floor_ms = self._floor_ms()
+        baselines_start = time.monotonic()
         self.baselines = self._time_baselines(first)
+        self.baselines_s = time.monotonic() - baselines_start
         del first
         self.runner: Any = None
         self.runner_hosted = False
         self.chan: Channel | None = None
+        # The first runner starts here, with the worker: its start (a Python process importing
+        # torch and building the problem) is a one-off cost, and inside the first candidate's
+        # wall_s it made the optimize loop size every later round as if each candidate paid it.
+        try:
+            self.start_runner()
+        except RunnerGone:
+            self.stop_runner()  # the first candidate starts one again, and fails as the candidate if it cannot
         self.setup_s = time.monotonic() - start
 
     # --- setup -----------------------------------------------------------------------------
@@ -145,7 +154,7 @@ class Verifier:
     def ready(self) -> ReadyReply:
         return ReadyReply(device=self.device_name(), interpreter=not self.cuda, atol=self.atol, rtol=self.rtol,
                           baselines=self.baselines, reference_floor_ms=self.floor_ms, reference_bytes=self.ref_bytes,
-                          setup_s=self.setup_s)
+                          setup_s=self.setup_s, baselines_s=self.baselines_s)
 
     def inputs_for(self, seed: int) -> list[Any]:
         if not self.deterministic:
@@ -223,13 +232,24 @@ class Verifier:
             # hosted other candidates it missed some: on the H100 an extension that wrote
             # half its output got an earlier candidate's stale values, not the poison.
             self.stop_runner()
+        mark = time.monotonic()
+
+        def phase(name: str) -> None:
+            # Where the wall time went (the loop sizes rounds and reserves the final re-timing from it).
+            nonlocal mark
+            now = time.monotonic()
+            ev.phases[name] = ev.phases.get(name, 0.0) + now - mark
+            mark = now
+
         try:
             if self.runner is None:
                 self.progress(req.index, "starting a runner")
                 self.start_runner()
+                phase("runner_start")
             deadline = time.monotonic() + self.cfg.timeout_s
             self.runner_hosted = True
             last = self.ask(LoadRequest(candidate=req.candidate, seed=self.cfg.seed), deadline)
+            phase("load")
             if last.sha256:
                 # The hash of the bytes that ran, not of the file as read earlier.
                 ev.candidate = req.candidate.model_copy(update={"sha256": last.sha256})
@@ -238,8 +258,10 @@ class Verifier:
                                      traceback=last.traceback)
             if ev.failure is None and req.verify:
                 last = self._verify(req, ev, deadline) or last
+                phase("verify")
             if ev.failure is None and req.time:
                 last = self._time(req, ev, deadline) or last
+                phase("time")
             if last.ok or last.device_ok:
                 last = self.ask(UnloadRequest(), deadline)
         except RunnerGone as gone:

@@ -145,6 +145,10 @@ class Evaluation(Model):
     failure: Failure | None = None
     suspect: list[str] = Field(default_factory=list, description="why the time is not credible (roofline floor, wall clock)")
     wall_s: float = 0.0
+    phases: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds of wall_s by step: runner_start (only when this evaluation had to start a runner), "
+                    "load, verify, time")
     worker: str | None = Field(None, description="which worker ran it (e.g. 'local:cuda:0')")
 
     @property

@@ -114,7 +114,11 @@ EventType = Literal[
     "run_finished",
     "lesson",
     "experience_recorded",
+    "spent",  # wall seconds a process spent on one phase: startup, baselines, profiling, search, retiming
 ]
+
+# The phases a run's wall time is split into (`spent` events; the report's time table), in run order.
+PHASES: tuple[str, ...] = ("startup", "baselines", "profiling", "search", "retiming")
 
 
 class RunConfig(Model):
@@ -161,6 +165,8 @@ class RunState(Model):
     lessons: list[str] = Field(default_factory=list)
     experience: list[str] = Field(default_factory=list, description="version ids recorded in the experience store")
     resumes: int = 0
+    spent: dict[str, float] = Field(
+        default_factory=dict, description="wall seconds by phase (PHASES), summed over every process of the run")
     started_at: str | None = None
     finished_at: str | None = None
     finished: bool = False

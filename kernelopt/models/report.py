@@ -86,4 +86,8 @@ class RunSummary(Model):
     diagnosis_after: BottleneckSummary | None = None
     convergence: list[ConvergencePoint] = Field(default_factory=list)
     lessons: list[str] = Field(default_factory=list)
+    spent: dict[str, float] = Field(
+        default_factory=dict,
+        description="wall seconds by phase: startup, baselines, profiling, search, retiming (every process of the run)")
+    spent_total_s: float = Field(0.0, description="the sum of spent: the run's wall time as recorded")
     files: list[str] = Field(default_factory=list, description="what render_run wrote")

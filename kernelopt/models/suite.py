@@ -50,6 +50,9 @@ class ProblemResult(Model):
     evaluations: int = Field(0, description="evaluations in the run, failed ones included")
     evaluations_run: int = Field(0, description="of those, the ones this suite process ran (the rest before a resume)")
     wall_s: float = Field(0.0, description="seconds the suite process that finished it spent on the problem")
+    spent: dict[str, float] = Field(
+        default_factory=dict,
+        description="the run's wall seconds by phase: startup, baselines, profiling, search, retiming (every process)")
     git_commit: str | None = Field(None, description="the commit of the suite process that finished it")
     resumed: bool = Field(False, description="its run was continued from an interrupted one")
     stop_reason: str | None = None

@@ -45,7 +45,11 @@ class Loop:
         experience: Any = None,
         progress: Callable[[str], None] | None = None,
         status: Callable[[str], None] | None = None,
+        started: float | None = None,
+        setup: dict[str, float] | None = None,
     ) -> None:
+        """`started`: when this process began the run (`time.monotonic()`, before its engine started;
+        default now); `setup`: seconds its engine took to start, by phase ('startup', 'baselines')."""
         self.rundir = rundir
         self.problem = problem
         self.config = config
@@ -55,8 +59,11 @@ class Loop:
         self.experience = experience
         self.say = progress or (lambda text: None)
         self.status = status or (lambda text: None)
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
+        self.setup = dict(setup or {})
         self.state: RunState = rundir.replay()
+        # What earlier processes of this run spent (a resumed run): the budget is the whole run's.
+        self.spent_before = sum(self.state.spent.values())
         self.candidates: dict[str, Candidate] = {}
         self._hashes: dict[str, str] = {}  # version id -> normalised source hash (a version's file never changes)
 
@@ -83,23 +90,47 @@ class Loop:
             return None
         return max(0, self.config.budget_evals - self.state.evaluations_done)
 
+    def elapsed_s(self) -> float:
+        """The run's wall time so far: this process from its start (engine start included) plus what
+        earlier processes of the run recorded."""
+        return self.spent_before + time.monotonic() - self.started
+
+    def retime_reserve_s(self) -> float:
+        """What the final interleaved re-timing will take: two timings of each of the best few and v0,
+        one after another, at the mean load-and-time cost of the evaluations so far (0 before any)."""
+        costs = [v.evaluation.phases.get("load", 0.0) + v.evaluation.phases["time"]
+                 for v in self.state.versions.values() if v.evaluation and "time" in v.evaluation.phases]
+        if not costs:
+            return 0.0
+        retimed = min(RETIME_TOP, len(self.correct())) + 1
+        return 2 * retimed * sum(costs) / len(costs)
+
     def evals_that_fit(self) -> int | None:
         """How many evaluations the time budget left still holds, at the mean wall time of those run
         so far, spread over the engine's workers; at least one. None without a time budget.
 
         The budget is otherwise checked between rounds only, and a round of many proposals could
-        overrun it by a whole round."""
+        overrun it by a whole round. One-off costs (the engine's start, baselines, profiling) are in
+        the time already spent, never in the per-evaluation figure (the worker starts its first
+        runner before the first candidate), and the final re-timing's share is kept back."""
         if self.config.budget_minutes is None:
             return None
         walls = [v.evaluation.wall_s for v in self.state.versions.values() if v.evaluation and v.evaluation.wall_s > 0]
         if not walls:
             return None
-        left_s = self.config.budget_minutes * 60 - (time.monotonic() - self.started)
+        left_s = self.config.budget_minutes * 60 - self.elapsed_s() - self.retime_reserve_s()
         per_eval_s = sum(walls) / len(walls) / max(1, len(getattr(self.engine, "devices", None) or [None]))
         return max(1, int(left_s // per_eval_s))
 
     def out_of_time(self) -> bool:
-        return self.config.budget_minutes is not None and time.monotonic() - self.started > self.config.budget_minutes * 60
+        return self.config.budget_minutes is not None \
+            and self.elapsed_s() + self.retime_reserve_s() > self.config.budget_minutes * 60
+
+    def spend(self, phase: str, since: float) -> None:
+        """Record the seconds since `since` as spent on `phase` (the report's split of the run's time)."""
+        seconds = time.monotonic() - since
+        if seconds > 0:
+            self.rundir.record_spent(phase, seconds)
 
     # --- stages ------------------------------------------------------------------------------
 
@@ -121,10 +152,13 @@ class Loop:
         """Profile and diagnose beam members not yet profiled (on a GPU with ncu; static otherwise)."""
         if not self.profile:
             return
-        for vid in self.state.beam:
-            version = self.state.versions[vid]
-            if version.diagnosis is None and version.metrics is None:
-                self.profile_one(vid)
+        since = time.monotonic()
+        todo = [vid for vid in self.state.beam
+                if self.state.versions[vid].diagnosis is None and self.state.versions[vid].metrics is None]
+        for vid in todo:
+            self.profile_one(vid)
+        if todo:
+            self.spend("profiling", since)
 
     def profile_one(self, vid: str) -> str:
         """Profile and diagnose one version and record it; returns how: 'ncu', 'static' or 'no'."""
@@ -300,8 +334,16 @@ class Loop:
             self.refresh()
         if not self.state.baselines and self.engine.ready and self.engine.ready[0].baselines:
             self.rundir.record_baselines(self.engine.ready[0].baselines)
+        for phase, seconds in self.setup.items():
+            if seconds > 0:
+                self.rundir.record_spent(phase, seconds)
+        self.setup = {}
         # Whatever was proposed but not evaluated before a kill, first.
-        self.evaluate(self.rundir.pending())
+        pending = self.rundir.pending()
+        if pending:
+            since = time.monotonic()
+            self.evaluate(pending)
+            self.spend("search", since)
         self.record_experience(list(self.state.versions))
         v0 = self.state.versions["v0"]
         if not v0.correct:
@@ -322,6 +364,7 @@ class Loop:
         start_round = max(1, self.state.rounds_finished)
         for round_ in range(start_round, self.config.rounds + 1):
             self.profile_beam()
+            since = time.monotonic()
             head = self.state.versions[self.state.beam[0]] if self.state.beam else None
             if head is not None and at_roofline(head, floor := self.floor_ms()):
                 stop = f"at the roofline ({roofline_share(head, floor):.0%} of the DRAM floor)"
@@ -345,6 +388,7 @@ class Loop:
                 self.reflect(ids, round_)
             if not ids:
                 stop = "converged: no new proposals"
+                self.spend("search", since)
                 self.refresh()
                 self.rundir.record_round_finished(round_, self.state.beam[0] if self.state.beam else None)
                 break
@@ -353,11 +397,14 @@ class Loop:
             best = self.state.versions[beam[0]] if beam else None
             if best is not None and v0.median_ms:
                 self.say(f"round {round_}: best {best.id} {best.median_ms:.4g} ms ({v0.median_ms / best.median_ms:.2f}x v0)")
+            self.spend("search", since)
             self.rundir.record_round_finished(round_, beam[0] if beam else None)
             self.refresh()
         else:
             stop = "rounds"
+        since = time.monotonic()
         winner = self.retime()
+        self.spend("retiming", since)
         self.rundir.record_run_finished(stop, winner)
         self.refresh()
         return self.state
@@ -392,6 +439,14 @@ class Loop:
             best = sum(pooled[winner]) / 2
             self.say(f"re-timed: {winner} {best:.4g} ms vs v0 {base:.4g} ms ({base / best:.2f}x)")
         return winner
+
+
+def engine_setup(engine: Any, wall_s: float) -> dict[str, float]:
+    """The engine's start split into 'baselines' (the workers timed them in parallel: the longest)
+    and 'startup' (workers, inputs, references, the first runner: the rest)."""
+    baselines_s = max((getattr(r, "baselines_s", 0.0) for r in (getattr(engine, "ready", None) or [])), default=0.0)
+    baselines_s = min(baselines_s, wall_s)
+    return {"startup": wall_s - baselines_s, "baselines": baselines_s}
 
 
 def _pool(a: TimingStats, b: TimingStats) -> TimingStats:
@@ -562,7 +617,10 @@ def optimize(
     """Search for a faster correct kernel; everything lands in `run_dir` (see docs/optimize.md).
 
     `optimizer_secrets` (an API key) reach the optimizer only: they are never written
-    to the run directory (run.json holds `optimizer_options`, not these)."""
+    to the run directory (run.json holds `optimizer_options`, not these). `budget_minutes`
+    bounds the whole run's wall time: engine start and baselines, profiling, search and the
+    final re-timing."""
+    started = time.monotonic()
     from kernelopt.harness.envinfo import git_commit, kernelopt_version
     from kernelopt.optimize.rundir import RunDir, now_iso
     from kernelopt.problem import load_candidate, load_problem
@@ -590,7 +648,7 @@ def optimize(
     rundir = RunDir.create(run_dir, config)
     return _run(rundir, problem, config, devices=devices, baselines=baselines, trials=trials, timeout_s=timeout_s,
                 profile=profile, experience=experience, progress=progress, status=status,
-                engine_progress=engine_progress, secrets=optimizer_secrets)
+                engine_progress=engine_progress, secrets=optimizer_secrets, started=started)
 
 
 def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselines: Sequence[str] = ("eager", "compile"),
@@ -598,8 +656,11 @@ def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselin
            optimizer_secrets: dict[str, Any] | None = None,
            progress: Callable[[str], None] | None = None, status: Callable[[str], None] | None = None,
            engine_progress: Callable[[Any], None] | None = None) -> RunState:
-    """Continue a run killed at any point: nothing finished is evaluated again."""
+    """Continue a run killed at any point: nothing finished is evaluated again. The time budget
+    counts what the earlier processes of the run spent."""
     from kernelopt.optimize.rundir import RunDir
+
+    started = time.monotonic()
     from kernelopt.problem import load_problem
 
     rundir = RunDir.open(run_dir)
@@ -608,12 +669,12 @@ def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselin
     rundir.record_resumed()
     return _run(rundir, problem, config, devices=devices, baselines=baselines, trials=trials, timeout_s=timeout_s,
                 profile=profile, experience=experience, progress=progress, status=status,
-                engine_progress=engine_progress, secrets=optimizer_secrets)
+                engine_progress=engine_progress, secrets=optimizer_secrets, started=started)
 
 
 def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[str] | None, baselines: Sequence[str],
          trials: int, timeout_s: float, profile: bool, experience: bool, progress: Any, status: Any,
-         engine_progress: Any, secrets: dict[str, Any] | None = None) -> RunState:
+         engine_progress: Any, secrets: dict[str, Any] | None = None, started: float | None = None) -> RunState:
     from kernelopt.harness.evaluate import Engine
     from kernelopt.optimize.base import get_optimizer
     from kernelopt.report.run_report import render_run
@@ -632,10 +693,12 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
         except Exception as exc:  # noqa: BLE001 - advisory: the run goes on without remembering
             (progress or (lambda t: None))(f"experience store unavailable ({exc}); outcomes are not recorded")
     try:
+        engine_start = time.monotonic()
         with Engine(problem, baselines=baselines, trials=trials, timeout_s=timeout_s, seed=config.seed,
                     executor=config.executor, devices=devices, progress=engine_progress) as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=opt, profile=profile, experience=store,
-                        progress=progress, status=status)
+                        progress=progress, status=status, started=started,
+                        setup=engine_setup(engine, time.monotonic() - engine_start))
             state = loop.run()
     finally:
         try:

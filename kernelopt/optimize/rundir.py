@@ -381,6 +381,10 @@ class RunDir:
         """The final interleaved re-timing of the best few: version id -> stats."""
         self.append("retimed", timings=timings)
 
+    def record_spent(self, phase: str, seconds: float) -> None:
+        """Wall seconds this process spent on `phase` (startup, baselines, profiling, search, retiming)."""
+        self.append("spent", phase=phase, seconds=round(float(seconds), 3))
+
     def record_round_finished(self, round: int, best: str | None) -> None:
         self.append("round_finished", round=round, best=best)
 
@@ -482,6 +486,9 @@ def replay_events(events: list[dict[str, Any]], root: Path) -> RunState:
             state.finished_at = event["t"]
             state.stop_reason = event.get("stop_reason")
             state.best = event.get("best") or state.best
+        elif kind == "spent":
+            phase = str(event["phase"])
+            state.spent[phase] = state.spent.get(phase, 0.0) + float(event["seconds"])
         elif kind == "lesson":
             state.lessons.append(str(event["text"]))
         elif kind == "experience_recorded":

@@ -97,6 +97,8 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
         strategies=strategy_stats(list(rows.values())),
         convergence=convergence(state),
         lessons=list(state.lessons),
+        spent=spent_by_phase(state),
+        spent_total_s=sum(state.spent.values()),
     )
     if best is not None:
         summary.lineage = [rows[vid] for vid in lineage(state, best.id)]
@@ -106,6 +108,14 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
     if start is not None:
         summary.diagnosis_before = bottleneck_summary(start.diagnosis)
     return summary
+
+
+def spent_by_phase(state: RunState) -> dict[str, float]:
+    """The run's wall seconds by phase, in run order (PHASES first, then any other recorded)."""
+    from kernelopt.models.optimize import PHASES
+
+    order = [p for p in PHASES if p in state.spent] + sorted(set(state.spent) - set(PHASES))
+    return {p: state.spent[p] for p in order}
 
 
 def verdict(evaluation: Evaluation | None) -> tuple[str, str | None]:
