@@ -1,0 +1,303 @@
+"""flat_elementwise: one flat 1-D index space for an elementwise kernel launched per row.
+
+A kernel that gives each program one row (`row = tl.program_id(0)`, `cols = tl.arange(0,
+BLOCK)`, `mask = cols < n_cols`) or one (row, column block) of a 2-D grid sizes its block
+by the row: short rows leave most lanes masked off, long rows put a whole row's worth of
+registers in one program. When every row is `n_cols` apart (the tensors are contiguous)
+the same work is one index space of `rows * n_cols` elements, cut into BLOCK-sized
+programs where BLOCK is a free knob:
+
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    row = offs // n_cols
+    cols = offs % n_cols
+
+Every expression built from `row` and `cols` keeps its meaning lane by lane (a bias
+indexed by `cols` is gathered per lane), and the column mask becomes `offs < numel`, the
+tail of the flat range. With `n_cols` a multiple of 16 (Triton specialises such
+arguments) the compiler still proves 16-element contiguity of `row * n_cols + cols`, so
+loads stay vectorised.
+
+It declines kernels that are not elementwise (loops, reductions, dots, atomics, branches),
+rows addressed with a stride other than the row length, and loads or stores without a mask.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
+from kernelopt.optimize.transforms.base import TransformError
+from kernelopt.optimize.transforms.triton_edit import (
+    Parsed,
+    add_params,
+    alone_on_lines,
+    applies,
+    axis_of,
+    decline,
+    fresh,
+    launch_args,
+    literal_tuple,
+    name_loads,
+    parse_for_apply,
+    parse_for_sites,
+    program_ids,
+    single_binding,
+    text,
+    used_names,
+)
+from kernelopt.source import JitKernel, apply_edits
+
+NAME = "flat_elementwise"
+_NOT_ELEMENTWISE = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod",
+                    "associative_scan", "dot", "dot_scaled", "histogram", "sort", "gather", "split", "join",
+                    "reshape", "view", "permute", "trans", "broadcast_to", "expand_dims", "interleave"}
+
+
+class _Plan:
+    def __init__(self) -> None:
+        self.row_stmt: ast.Assign | None = None
+        self.col_stmt: ast.Assign | None = None
+        self.row_axis = 0
+        self.col_axis: int | None = None  # the column-block axis of a 2-D grid; None: one program per row
+        self.block = ""  # the constexpr block parameter
+        self.n_cols = ""  # the runtime parameter the column mask compares against
+        self.compares: list[ast.Compare] = []
+
+
+def _pid_axis(fn: ast.FunctionDef, node: ast.AST, p: Parsed) -> int | None:
+    """The axis when `node` is tl.program_id(axis) or a name bound once to it."""
+    if isinstance(node, ast.Name):
+        stmt = single_binding(fn, node.id)
+        node = stmt.value if stmt is not None else node
+    if isinstance(node, ast.Call) and p.al.tl_attr(node.func) == "program_id":
+        return axis_of(node)
+    return None
+
+
+def _arange_block(node: ast.AST, p: Parsed, k: JitKernel) -> str | None:
+    """BLOCK when `node` is tl.arange(0, BLOCK) with BLOCK a constexpr parameter."""
+    if (isinstance(node, ast.Call) and p.al.tl_attr(node.func) == "arange" and len(node.args) == 2
+            and isinstance(node.args[0], ast.Constant) and node.args[0].value == 0
+            and isinstance(node.args[1], ast.Name) and node.args[1].id in k.constexprs):
+        return node.args[1].id
+    return None
+
+
+def _expand(fn: ast.FunctionDef, node: ast.AST, depth: int = 0) -> list[ast.AST]:
+    """`node` and, through names bound once in the kernel, the expressions it is built from."""
+    out = [node]
+    if depth > 8:
+        return out
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            stmt = single_binding(fn, n.id)
+            if stmt is not None:
+                out += _expand(fn, stmt.value, depth + 1)
+    return out
+
+
+def _mask_of(call: ast.Call, store: bool) -> ast.AST | None:
+    kw = next((kw.value for kw in call.keywords if kw.arg == "mask"), None)
+    if kw is not None:
+        return kw
+    pos = 2 if store else 1
+    return call.args[pos] if len(call.args) > pos else None
+
+
+def _plan(p: Parsed, k: JitKernel) -> _Plan | str:
+    fn, al = k.fn, p.al
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.While, ast.If, ast.IfExp, ast.Return)):
+            return f"not elementwise: a {type(node).__name__.lower()} at line {node.lineno}"
+        if isinstance(node, ast.Call):
+            attr = al.tl_attr(node.func)
+            if attr in _NOT_ELEMENTWISE or (attr or "").startswith("atomic_"):
+                return f"not elementwise: calls tl.{attr} (line {node.lineno})"
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _NOT_ELEMENTWISE and attr is None:
+                return f"not elementwise: calls .{node.func.attr}() (line {node.lineno})"
+        if isinstance(node, ast.Subscript):
+            return f"not elementwise: indexes a block (line {node.lineno})"
+    pids = program_ids(k, al)
+    if not pids:
+        return "reads no program id"
+    if None in pids or len(pids) > 2:
+        return "reads a computed program-id axis or a 3-D grid"
+    plan = _Plan()
+    aranges = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and al.tl_attr(n.func) == "arange"]
+    if len(aranges) != 1:
+        return "more than one index vector (tl.arange)" if aranges else "no index vector (tl.arange)"
+    # The column vector: cols = tl.arange(0, BLOCK) [+ pid_b * BLOCK]
+    for stmt in fn.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        v = stmt.value
+        block = _arange_block(v, p, k)
+        axis: int | None = None
+        if block is None and isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add):
+            for a, b in ((v.left, v.right), (v.right, v.left)):
+                blk = _arange_block(a, p, k)
+                if blk and isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mult):
+                    for x, y in ((b.left, b.right), (b.right, b.left)):
+                        ax = _pid_axis(fn, x, p)
+                        if ax is not None and isinstance(y, ast.Name) and y.id == blk:
+                            block, axis = blk, ax
+        if block is not None:
+            plan.col_stmt, plan.block, plan.col_axis = stmt, block, axis
+            break
+    if plan.col_stmt is None:
+        return "no column vector bound as cols = tl.arange(0, BLOCK) [+ program_id * BLOCK]"
+    col = plan.col_stmt.targets[0].id  # type: ignore[attr-defined]
+    if single_binding(fn, col) is not plan.col_stmt:
+        return f"{col} is bound more than once"
+    # The row: row = tl.program_id(a), on the other axis.
+    rows = [s for s in fn.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)
+            and al.tl_attr(s.value.func) == "program_id" and axis_of(s.value) != plan.col_axis]
+    if not rows:
+        if len(pids) == 1:
+            return "already a flat 1-D index: no per-row program to flatten"
+        return "no row index bound as row = tl.program_id(axis)"
+    if len(rows) > 1:
+        return "more than one row index"
+    plan.row_stmt = rows[0]
+    plan.row_axis = axis_of(rows[0].value) or 0  # type: ignore[arg-type]
+    row = rows[0].targets[0].id  # type: ignore[attr-defined]
+    if single_binding(fn, row) is not plan.row_stmt:
+        return f"{row} is bound more than once"
+    counted = len(pids.get(plan.row_axis, [])) + (len(pids.get(plan.col_axis, [])) if plan.col_axis is not None else 0)
+    if counted != sum(len(v) for v in pids.values()) or len(pids.get(plan.row_axis, [])) != 1:
+        return "reads a program id beyond the row and the column block"
+    if plan.col_axis is not None and len(pids[plan.col_axis]) != 1:
+        return "reads the column-block program id more than once"
+    # The column mask: cols < n_cols, with n_cols a runtime parameter.
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == col
+                and len(node.ops) == 1 and isinstance(node.ops[0], ast.Lt)
+                and isinstance(node.comparators[0], ast.Name)):
+            plan.compares.append(node)
+    bounds = {c.comparators[0].id for c in plan.compares}  # type: ignore[attr-defined]
+    if len(bounds) != 1:
+        return f"no single column mask {col} < n_cols" if not bounds else f"{col} is compared with {sorted(bounds)}"
+    plan.n_cols = bounds.pop()
+    if plan.n_cols not in k.params or plan.n_cols in k.constexprs:
+        return f"the column bound {plan.n_cols} is not a runtime parameter of the kernel"
+    # Rows must be n_cols apart: every use of row is row * n_cols, or inside a masked load's address.
+    load_ptrs = [n.args[0] for n in ast.walk(fn) if isinstance(n, ast.Call) and al.tl_attr(n.func) == "load" and n.args]
+    scaled = {id(side) for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+              for side, other in ((n.left, n.right), (n.right, n.left))
+              if isinstance(other, ast.Name) and other.id == plan.n_cols}
+    in_loads = {id(n) for ptr in load_ptrs for n in ast.walk(ptr)}
+    for use in name_loads(fn, row):
+        if id(use) not in scaled and id(use) not in in_loads:
+            return (f"{row} is used other than as {row} * {plan.n_cols} (line {use.lineno}): rows that are not "
+                    "n_cols apart would make the flat index a gather")
+    # Every access is masked by the column mask, so the flat tail stays inside the data.
+    compare_ids = {id(c) for c in plan.compares}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and al.tl_attr(node.func) in ("load", "store"):
+            mask = _mask_of(node, al.tl_attr(node.func) == "store")
+            if mask is None or not any(id(n) in compare_ids for e in _expand(fn, mask) for n in ast.walk(e)):
+                return f"a tl.{al.tl_attr(node.func)} at line {node.lineno} is not masked by {col} < {plan.n_cols}"
+    for stmt in (plan.row_stmt, plan.col_stmt):
+        if not alone_on_lines(p.src, stmt, fn.body):
+            return f"line {stmt.lineno} holds more than one statement"
+    return plan
+
+
+def _launch_plan(p: Parsed, k: JitKernel, plan: _Plan) -> list[tuple[ast.Call, str, str, ast.AST]] | str:
+    """Per launch: (call, rows expression, n_cols expression, BLOCK argument node)."""
+    calls = p.launches.get(k.fn.name, [])
+    if not calls:
+        return "no launch of the kernel in this file"
+    out = []
+    for call in calls:
+        grid = literal_tuple(p, call.func.slice, call)  # type: ignore[attr-defined]
+        if grid is None:
+            return f"the grid at line {call.lineno} is not a tuple written in this file"
+        axes = {plan.row_axis} | ({plan.col_axis} if plan.col_axis is not None else set())
+        for i, e in enumerate(grid.elts):
+            if i not in axes and not (isinstance(e, ast.Constant) and e.value == 1):
+                return f"the grid at line {call.lineno} has more axes than the row and column block"
+        if plan.row_axis >= len(grid.elts):
+            return f"the grid at line {call.lineno} has no row axis"
+        args = launch_args(k, call)
+        if args is None or plan.n_cols not in args or plan.block not in args:
+            return f"the launch at line {call.lineno} passes *args/**kwargs or omits {plan.n_cols} or {plan.block}"
+        out.append((call, text(p, grid.elts[plan.row_axis]), text(p, args[plan.n_cols]), args[plan.block]))
+    return out
+
+
+class FlatElementwise:
+    name = NAME
+    backend = "triton"
+    summary = "one flat, vectorised 1-D index space (BLOCK a knob) for an elementwise kernel launched per row"
+    requires = ["triton"]
+    params = [TransformParam(name="BLOCK", default=1024, domain=[128, 256, 512, 1024, 2048, 4096, 8192],
+                             doc="elements per program; a knob of the result (the kernel's own block name)")]
+
+    def _check(self, p: Parsed, k: JitKernel) -> tuple[_Plan, list[tuple[ast.Call, str, str, ast.AST]]] | str:
+        plan = _plan(p, k)
+        if isinstance(plan, str):
+            return plan
+        launches = _launch_plan(p, k, plan)
+        if isinstance(launches, str):
+            return launches
+        a = k.fn.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults:
+            return "takes *args, **kwargs, keyword-only or defaulted parameters"
+        return plan, launches
+
+    def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
+        p = parse_for_sites(NAME, source, path)
+        if isinstance(p, list):
+            return p
+        out = []
+        for k in p.kernels.values():
+            got = self._check(p, k)
+            if isinstance(got, str):
+                out.append(decline(NAME, k.fn.name, got, k.fn.lineno))
+                continue
+            plan, _ = got
+            grid = "2-D grid of (row, column block)" if plan.col_axis is not None else "one program per row"
+            out.append(applies(NAME, k, f"{grid} over rows of {plan.n_cols}: one flat index, {plan.block} "
+                                        "elements per program", {"BLOCK": 1024}))
+        return out
+
+    def apply(self, source: str, site: str, **params: ParamValue) -> str:
+        block_value = params.get("BLOCK", 1024)
+        if not (isinstance(block_value, int) and not isinstance(block_value, bool) and block_value > 0
+                and block_value & (block_value - 1) == 0):
+            raise TransformError(f"BLOCK={block_value!r}: expected a power of two")
+        p, k = parse_for_apply(source, site)
+        got = self._check(p, k)
+        if isinstance(got, str):
+            raise TransformError(f"{k.fn.name}: {got}")
+        plan, launches = got
+        assert plan.row_stmt is not None and plan.col_stmt is not None
+        tl = p.al.tl_prefix()
+        taken = used_names(p.src.tree)
+        offs, numel = fresh(taken, "offs"), fresh(taken, "numel")
+        row = plan.row_stmt.targets[0].id  # type: ignore[attr-defined]
+        col = plan.col_stmt.targets[0].id  # type: ignore[attr-defined]
+        nc, blk = plan.n_cols, plan.block
+        first = min(plan.row_stmt, plan.col_stmt, key=lambda s: k.fn.body.index(s))
+        edits = []
+        defs = {id(plan.row_stmt): f"{row} = {offs} // {nc}", id(plan.col_stmt): f"{col} = {offs} % {nc}"}
+        for stmt in (plan.row_stmt, plan.col_stmt):
+            new = defs[id(stmt)]
+            if stmt is first:
+                indent = p.src.data[p.src.line_starts[stmt.lineno - 1]:p.src.start(stmt)].decode()
+                new = (f"# one flat index over rows of {nc} elements (contiguous rows)\n{indent}"
+                       f"{offs} = {tl}.program_id(0) * {blk} + {tl}.arange(0, {blk})\n{indent}{new}")
+            edits.append((p.src.start(stmt), p.src.end(stmt), new))
+        for cmp in plan.compares:
+            edits.append((p.src.start(cmp), p.src.end(cmp), f"{offs} < {numel}"))
+        edits.append(add_params(p, k, [numel]))
+        for call, rows, ncols, block_arg in launches:
+            total = f"({rows}) * ({ncols})"
+            edits.append((p.src.start(call.func.slice), p.src.end(call.func.slice),  # type: ignore[attr-defined]
+                          f"lambda META: (({total} + META[{blk!r}] - 1) // META[{blk!r}],)"))
+            edits.append((p.src.start(block_arg), p.src.end(block_arg), str(block_value)))
+            end = max(p.src.end(n) for n in [*call.args, *call.keywords])
+            edits.append((end, end, f", {numel}={total}"))
+        return apply_edits(source, edits, what=f"{NAME} edits")
