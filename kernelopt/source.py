@@ -440,3 +440,155 @@ def features(source: str, path: str = "<candidate>") -> set[str]:
     if not kernels and ("__global__" in source or "load_inline" in source):
         out.add("cuda")
     return out
+
+
+# --- launch sites and statement placement (used by the transforms) ------------------------------
+
+
+def launch_calls(tree: ast.Module, name: str) -> list[ast.Call]:
+    """Every `name[grid](...)` launch of the kernel `name` in the file, in source order."""
+    calls = [node for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+             and isinstance(node.func.value, ast.Name) and node.func.value.id == name]
+    return sorted(calls, key=lambda c: (c.lineno, c.col_offset))
+
+
+def launch_arg(call: ast.Call, k: JitKernel, param: str) -> tuple[ast.AST | None, ast.keyword | None]:
+    """The expression a launch passes for kernel parameter `param` (and its keyword node, if by
+    keyword); (None, None) when the launch does not pass it (or passes *args we cannot map)."""
+    for kw in call.keywords:
+        if kw.arg == param:
+            return kw.value, kw
+    if param in k.params:
+        i = k.params.index(param)
+        for j, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                return None, None
+            if j == i:
+                return arg, None
+    return None, None
+
+
+def parents(tree: ast.AST) -> dict[int, ast.AST]:
+    """id(node) -> its parent node."""
+    out: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            out[id(child)] = node
+    return out
+
+
+def enclosing_statement(node: ast.AST, parent: dict[int, ast.AST]) -> ast.stmt | None:
+    """The innermost statement that contains `node` (the node itself when it is one)."""
+    cur: ast.AST | None = node
+    while cur is not None and not isinstance(cur, ast.stmt):
+        cur = parent.get(id(cur))
+    return cur  # type: ignore[return-value]
+
+
+def grid_tuple(call: ast.Call, scopes: list[ast.AST]) -> tuple[ast.Tuple | ast.List | None, ast.Lambda | None, str]:
+    """The tuple a launch's grid evaluates to, written in the source: `k[(a, b)]`, `k[grid]` with
+    `grid = (a, b)` or `grid = lambda meta: (a, b)` bound once, or `k[lambda meta: (a, b)]`.
+    Returns (tuple, the lambda it sits in or None, '') or (None, None, why not)."""
+    expr: ast.AST = call.func.slice  # type: ignore[attr-defined]
+    if isinstance(expr, ast.Name):
+        for scope in scopes:
+            binds = bindings(scope, expr.id)
+            if binds:
+                if len(binds) != 1 or binds[0][1] is None:
+                    return None, None, f"the grid {expr.id!r} is bound more than once or not to an expression"
+                expr = binds[0][1]  # type: ignore[assignment]
+                break
+        else:
+            return None, None, f"the grid {expr.id!r} is not bound in this file"
+    lam = None
+    if isinstance(expr, ast.Lambda):
+        lam, expr = expr, expr.body
+    if isinstance(expr, (ast.Tuple, ast.List)) and expr.elts and not any(isinstance(e, ast.Starred) for e in expr.elts):
+        return expr, lam, ""
+    return None, None, "the grid is not a tuple written in the source"
+
+
+def grid_owner_count(tree: ast.Module, call: ast.Call) -> int:
+    """How many launches in the file name the same grid variable as `call` (1 for a literal grid)."""
+    g = call.func.slice  # type: ignore[attr-defined]
+    if not isinstance(g, ast.Name):
+        return 1
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+               and isinstance(node.func.slice, ast.Name) and node.func.slice.id == g.id)
+
+
+def names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def module_names(tree: ast.Module) -> set[str]:
+    """Every name the file binds or reads anywhere (to pick a fresh one)."""
+    out = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    out |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    out |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
+    return out
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_2`, `base_3`... whichever is not in `taken` (added to it)."""
+    name, i = base, 1
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    taken.add(name)
+    return name
+
+
+def signature_append(src: SourceFile, fn: ast.FunctionDef, text: str) -> Edit:
+    """An edit appending parameters (`text`, e.g. 'R: tl.constexpr = 1') to a def's signature.
+    The caller gives them defaults, so they may follow parameters that have defaults."""
+    a = fn.args
+    if a.vararg is not None or a.kwarg is not None or a.kwonlyargs:
+        raise ValueError("the kernel takes *args, **kwargs or keyword-only parameters")
+    items = a.posonlyargs + a.args
+    if not items:
+        # def f(): -> insert between the parentheses
+        paren = src.data.index(b"(", src.start(fn))
+        return paren + 1, paren + 1, text
+    last = items[-1]
+    end = src.end(last)
+    if a.defaults and len(a.defaults) and src.end(a.defaults[-1]) > end:
+        end = src.end(a.defaults[-1])
+    rest = src.data[end:]
+    m = re.match(rb"\s*,", rest)  # a trailing comma stays where it is
+    if m:
+        return end + m.end(), end + m.end(), f" {text},"
+    return end, end, f", {text}"
+
+
+def reindent_edits(src: SourceFile, first_line: int, last_line: int, *, keep: str = "", remove: str = "",
+                   add: str = "", skip: Sequence[tuple[int, int]] = ()) -> list[Edit]:
+    """Edits re-indenting lines first_line..last_line (1-based): a line that starts with
+    `keep + remove` loses the `remove` bytes (dedent), and `add` goes before every non-blank
+    line (indent). Lines whose start lies strictly inside a `skip` span (an expression being
+    replaced) are left alone, as are blank lines."""
+    out: list[Edit] = []
+    for ln in range(first_line, last_line + 1):
+        start = src.line_starts[ln - 1]
+        if any(s < start < e for s, e in skip):
+            continue
+        end = src.line_starts[ln] if ln < len(src.line_starts) else len(src.data)
+        line = src.data[start:end]
+        if not line.strip():
+            continue
+        if remove and line.startswith((keep + remove).encode()):
+            out.append((start + len(keep), start + len(keep) + len(remove), ""))
+        if add:
+            out.append((start, start, add))
+    return out
+
+
+def import_edit(src: SourceFile, line: str) -> Edit:
+    """An edit adding `line` (an import) before the file's first import (after `from __future__`)."""
+    for stmt in src.tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) and not (
+                isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+            at = src.line_starts[stmt.lineno - 1]
+            return at, at, line + "\n"
+    return 0, 0, line + "\n"

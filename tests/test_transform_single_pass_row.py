@@ -1,0 +1,143 @@
+"""single_pass_row: several block loops over a row become one tile, the row loaded once.
+
+Applied to the suite drafts (softmax, rmsnorm, cross_entropy) and to two independently written
+kernels (a kernel_function log-softmax with a row pointer, scalar running statistics, tl.range
+and a positional tile; a ModelNew layer norm in three passes with a grid variable), each result
+verified on the interpreter at ragged shapes (n < the old BLOCK, n not a multiple of it, 1 row).
+"""
+
+import ast
+
+import pytest
+
+from kernelopt.optimize.knobs.discover import discover_knobs
+from kernelopt.optimize.transforms import get_transform
+from kernelopt.source import kernel_features, parse_triton
+from transform_verify import FIX, SUITE, rewrite, verify_at_shapes
+
+T = get_transform("single_pass_row")
+
+
+def feats(source: str, kernel: str) -> set[str]:
+    _, al, kernels = parse_triton(source)
+    return kernel_features(kernels[kernel], al)
+
+
+def loads(source: str, kernel: str) -> int:
+    src, al, kernels = parse_triton(source)
+    return sum(1 for n in ast.walk(kernels[kernel].fn) if isinstance(n, ast.Call) and al.tl_attr(n.func) == "load")
+
+
+CASES = [
+    # (candidate, kernel, problem, shapes)
+    (SUITE / "softmax" / "kernel.py", "softmax_kernel", SUITE / "softmax" / "problem.py",
+     [{"ROWS": "1", "COLS": "5"}, {"ROWS": "3", "COLS": "1100"}]),
+    (SUITE / "rmsnorm" / "kernel.py", "rmsnorm_kernel", SUITE / "rmsnorm" / "problem.py",
+     [{"ROWS": "1", "DIM": "7"}, {"ROWS": "3", "DIM": "600"}]),
+    (SUITE / "cross_entropy" / "kernel.py", "row_loss_kernel", SUITE / "cross_entropy" / "problem.py",
+     [{"BATCH": "1", "CLASSES": "3"}, {"BATCH": "5", "CLASSES": "1100"}]),
+    (FIX / "logsoftmax_rowptr.py", "_lsm_fwd", SUITE / "log_softmax" / "problem.py",
+     [{"ROWS": "1", "COLS": "5"}, {"ROWS": "3", "COLS": "37"}]),
+    (FIX / "layernorm_three_pass.py", "ln_three_pass", SUITE / "layernorm" / "problem.py",
+     [{"ROWS": "1", "DIM": "3"}, {"ROWS": "4", "DIM": "45"}]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path,kernel,problem,shapes", CASES, ids=lambda c: getattr(c, "stem", None) and c.parent.name)
+def test_rewrites_to_one_pass_and_verifies(path, kernel, problem, shapes, tmp_path):
+    before = path.read_text()
+    assert "multi_pass" in feats(before, kernel)
+    out = rewrite(T, path, kernel)
+    # one tile: no block loop left, the row read once (fewer loads), BLOCK from the row length
+    assert "multi_pass" not in feats(out, kernel) and "row_loop" not in feats(out, kernel)
+    assert loads(out, kernel) < loads(before, kernel)
+    assert "next_power_of_2(" in out
+    # the new kernel's own survey: nothing left to do, said so
+    (again,) = [r for r in T.sites(out) if r.site == kernel]
+    assert not again.applies and "already reads" in again.reason
+    verify_at_shapes(problem, {f"{path.parent.name}_{path.stem}_single_pass": out}, shapes, tmp_path)
+
+
+def test_block_is_no_longer_a_knob_so_the_search_cannot_break_the_tile():
+    out = rewrite(T, SUITE / "softmax" / "kernel.py")
+    names = {k.name for k in discover_knobs(out)}
+    assert "BLOCK" in {k.name for k in discover_knobs((SUITE / "softmax" / "kernel.py").read_text())}
+    assert "BLOCK" not in names and "num_warps" in names
+
+
+def test_other_differs_becomes_a_where_on_the_loaded_row():
+    out = rewrite(T, FIX / "logsoftmax_rowptr.py")
+    assert "tl.where(inb, row, 0.0)" in out  # pass 3 loaded with other=0.0, pass 1 with -inf
+
+
+def test_declines_passes_over_different_tensors():
+    (r,) = T.sites((FIX / "two_inputs_two_passes.py").read_text())
+    assert not r.applies and "different addresses" in r.reason
+
+
+def test_declines_each_unprovable_shape_with_its_reason():
+    base = (SUITE / "softmax" / "kernel.py").read_text()
+    second = "    for start in range(0, n_cols, BLOCK):\n        cols = start + tl.arange(0, BLOCK)\n        x = tl.load"
+    cases = {
+        "different extents": base.replace(second, second.replace("range(0, n_cols", "range(0, n_cols - 1"), 1),
+        "does not start at 0": base.replace(second, second.replace("range(0,", "range(1,"), 1),
+        "assigns its variable": base.replace("        s += tl.exp(x - row_max)",
+                                             "        s += tl.exp(x - row_max)\n        start = 0", 1),
+        "no launch": base.replace("softmax_kernel[(rows,)](x, y, cols, BLOCK=1024)", "pass"),
+        "autotune": base.replace("@triton.jit", "@triton.autotune(configs=[triton.Config({'BLOCK': 256})], key=[])\n"
+                                 "@triton.jit"),
+    }
+    for why, text in cases.items():
+        assert text != base, why
+        (r,) = T.sites(text)
+        assert not r.applies and why in r.reason, (why, r.reason)
+    (r,) = T.sites((SUITE / "log_softmax" / "kernel.py").read_text())
+    assert not r.applies and "already reads" in r.reason
+    reports = {r.site: r for r in T.sites((SUITE / "cross_entropy" / "kernel.py").read_text())}
+    assert reports["row_loss_kernel"].applies and not reports["mean_kernel"].applies
+
+
+def test_a_store_between_passes_stops_reuse():
+    # in place: pass 2 writes x, so pass 3 must read x from memory again, not reuse pass 1's registers
+    text = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def inplace(x_ptr, n, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    m = tl.full((BLOCK,), -float("inf"), dtype=tl.float32)
+    for s in range(0, n, BLOCK):
+        c = s + tl.arange(0, BLOCK)
+        m = tl.maximum(m, tl.load(x_ptr + r * n + c, mask=c < n, other=-float("inf")))
+    mx = tl.max(m, axis=0)
+    for s in range(0, n, BLOCK):
+        c = s + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + r * n + c, mask=c < n, other=0.0)
+        tl.store(x_ptr + r * n + c, v - mx, mask=c < n)
+    for s in range(0, n, BLOCK):
+        c = s + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + r * n + c, mask=c < n, other=0.0)
+        tl.store(x_ptr + r * n + c, tl.exp(v), mask=c < n)
+
+
+def kernel_function(x):
+    inplace[(x.shape[0],)](x, x.shape[1], BLOCK=128)
+    return x
+'''
+    (r,) = T.sites(text)
+    assert r.applies and "1 repeated load" in r.reason
+    out = T.apply(text, "inplace")
+    assert loads(out, "inplace") == 2  # pass 1's load (pass 2 reuses it) and pass 3's own
+
+
+def test_apply_refuses_a_declined_site_and_unknown_parameters():
+    from kernelopt.optimize.transforms import TransformError
+
+    text = (SUITE / "cross_entropy" / "kernel.py").read_text()
+    with pytest.raises(TransformError, match="one block loop"):
+        T.apply(text, "mean_kernel")
+    with pytest.raises(TransformError, match="no parameters"):
+        T.apply(text, "row_loss_kernel", BLOCK=4)
