@@ -13,9 +13,17 @@ import pytest
 from kernelopt.optimize.knobs.discover import discover_knobs
 from kernelopt.optimize.transforms import get_transform
 from kernelopt.source import kernel_features, parse_triton
-from transform_verify import FIX, SUITE, rewrite, verify_at_shapes
+from transform_checks import FIX, SUITE, verify_all
 
 T = get_transform("single_pass_row")
+
+
+def rewrite(path, site=None) -> str:
+    """The transform applied at `site` (or its only applying site) of the file at `path`."""
+    source = path.read_text()
+    ok = [r.site for r in T.sites(source) if r.applies]
+    assert (site in ok) if site else len(ok) == 1, ok
+    return T.apply(source, site or ok[0])
 
 
 def feats(source: str, kernel: str) -> set[str]:
@@ -48,26 +56,26 @@ CASES = [
 def test_rewrites_to_one_pass_and_verifies(path, kernel, problem, shapes, tmp_path):
     before = path.read_text()
     assert "multi_pass" in feats(before, kernel)
-    out = rewrite(T, path, kernel)
+    out = rewrite(path, kernel)
     # one tile: no block loop left, the row read once (fewer loads), BLOCK from the row length
     assert "multi_pass" not in feats(out, kernel) and "row_loop" not in feats(out, kernel)
     assert loads(out, kernel) < loads(before, kernel)
     assert "next_power_of_2(" in out
     # the new kernel's own survey: nothing left to do, said so
-    (again,) = [r for r in T.sites(out) if r.site == kernel]
+    (again,) = [r for r in T.sites(out) if r.kernel == kernel]
     assert not again.applies and "already reads" in again.reason
-    verify_at_shapes(problem, {f"{path.parent.name}_{path.stem}_single_pass": out}, shapes, tmp_path)
+    verify_all(tmp_path, problem, shapes, [out])
 
 
 def test_block_is_no_longer_a_knob_so_the_search_cannot_break_the_tile():
-    out = rewrite(T, SUITE / "softmax" / "kernel.py")
+    out = rewrite(SUITE / "softmax" / "kernel.py")
     names = {k.name for k in discover_knobs(out)}
     assert "BLOCK" in {k.name for k in discover_knobs((SUITE / "softmax" / "kernel.py").read_text())}
     assert "BLOCK" not in names and "num_warps" in names
 
 
 def test_other_differs_becomes_a_where_on_the_loaded_row():
-    out = rewrite(T, FIX / "logsoftmax_rowptr.py")
+    out = rewrite(FIX / "logsoftmax_rowptr.py")
     assert "tl.where(inb, row, 0.0)" in out  # pass 3 loaded with other=0.0, pass 1 with -inf
 
 
@@ -94,7 +102,7 @@ def test_declines_each_unprovable_shape_with_its_reason():
         assert not r.applies and why in r.reason, (why, r.reason)
     (r,) = T.sites((SUITE / "log_softmax" / "kernel.py").read_text())
     assert not r.applies and "already reads" in r.reason
-    reports = {r.site: r for r in T.sites((SUITE / "cross_entropy" / "kernel.py").read_text())}
+    reports = {r.kernel: r for r in T.sites((SUITE / "cross_entropy" / "kernel.py").read_text())}
     assert reports["row_loss_kernel"].applies and not reports["mean_kernel"].applies
 
 

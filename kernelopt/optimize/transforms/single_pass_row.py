@@ -31,25 +31,26 @@ from dataclasses import dataclass, field
 from kernelopt.errors import BadInput
 from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
 from kernelopt.optimize.transforms.base import TransformError
+from kernelopt.optimize.transforms.triton_edit import (
+    Parsed,
+    applies,
+    decline,
+    enclosing_stmt,
+    fresh,
+    launch_args,
+    parse_for_apply,
+    parse_for_sites,
+    reindent_edits,
+    triton_module,
+    used_names,
+)
 from kernelopt.source import (
     Edit,
     JitKernel,
-    SourceFile,
     TritonAliases,
     apply_edits,
-    enclosing_statement,
-    fresh_name,
     grid_names,
-    import_edit,
     indent_of,
-    last_arg_end,
-    launch_arg,
-    launch_calls,
-    module_names,
-    parents,
-    parse_triton,
-    reindent_edits,
-    scopes_of,
     segment,
 )
 
@@ -66,7 +67,7 @@ class _Plan:
     step: str  # the constexpr BLOCK parameter
     extent: str  # the kernel parameter the loops run to (the row length)
     reuse: dict[int, tuple[ast.Call, ast.Call]] = field(default_factory=dict)  # id(later load) -> (later, provider)
-    launches: list[tuple[ast.Call, ast.AST | None, ast.keyword | None, ast.AST]] = field(default_factory=list)
+    launches: list[tuple[ast.Call, ast.AST, ast.AST]] = field(default_factory=list)  # (launch, BLOCK, n)
 
 
 def _block_loop(node: ast.AST, al: TritonAliases, constexprs: set[str]) -> bool:
@@ -94,11 +95,10 @@ class _Numbering:
     the key of the expression last assigned to them at the top level, and anything assigned
     inside other control flow, by augmented assignment or by unpacking gets a fresh key."""
 
-    def __init__(self, al: TritonAliases, k: JitKernel, loops: list[ast.For], parent: dict[int, ast.AST]) -> None:
+    def __init__(self, al: TritonAliases, k: JitKernel, loops: list[ast.For]) -> None:
         self.al = al
         self.env: dict[str, str] = {p: f"arg:{p}" for p in k.params}
         self.loops = {id(lp) for lp in loops}
-        self.parent = parent
         self.fresh = 0
         self.available: dict[tuple[str, str], ast.Call] = {}
         self.provider_key: dict[int, str] = {}
@@ -200,8 +200,8 @@ class SinglePassRow:
 
     # --- analysis ---------------------------------------------------------------------------
 
-    def _plan(self, src: SourceFile, al: TritonAliases, k: JitKernel) -> _Plan | str:
-        fn = k.fn
+    def _plan(self, p: Parsed, k: JitKernel) -> _Plan | str:
+        src, al, fn = p.src, p.al, k.fn
         every = [n for n in ast.walk(fn) if _block_loop(n, al, k.constexprs)]
         top = [s for s in fn.body if _block_loop(s, al, k.constexprs)]
         if not every:
@@ -245,49 +245,44 @@ class SinglePassRow:
         if k.autotune is not None:
             return f"{step} is chosen by @triton.autotune; the transform sets it from the row length"
         plan = _Plan(kernel=fn.name, loops=top, step=step, extent=stop.id)
-        num = _Numbering(al, k, top, parents(fn))
+        num = _Numbering(al, k, top)
         for stmt in fn.body:
             num.statement(stmt, True)
         loop_ids = {id(n) for lp in top for n in ast.walk(lp)}
         plan.reuse = {i: pair for i, pair in num.reuse.items() if i in loop_ids}
         if not plan.reuse:
             return "the passes load different addresses (or a store lies between them): nothing to read once"
-        launches = launch_calls(src.tree, fn.name)
+        launches = p.launches.get(fn.name, [])
         if not launches:
             return f"no launch of {fn.name} in this file to set {step} from the row length"
-        scope_map = scopes_of(src.tree)
         for call in launches:
-            n_expr, _ = launch_arg(call, k, stop.id)
-            b_expr, b_kw = launch_arg(call, k, step)
+            passed = launch_args(k, call)
+            if passed is None:
+                return f"a launch at line {call.lineno} passes *args or **kwargs"
+            n_expr, b_expr = passed.get(stop.id), passed.get(step)
             if n_expr is None:
-                return f"a launch at line {call.lineno} does not pass {stop.id} where it can be read"
-            if b_expr is None and not _has_default(fn, step):
+                return f"a launch at line {call.lineno} does not pass {stop.id}"
+            if b_expr is None:
                 return f"a launch at line {call.lineno} does not pass {step}"
-            names, meta = grid_names(call.func.slice, scope_map.get(id(call), [src.tree]))  # type: ignore[attr-defined]
+            names, meta = grid_names(call.func.slice, p.scopes_at(call))  # type: ignore[attr-defined]
             if step in meta or (isinstance(b_expr, ast.Name) and b_expr.id in names):
                 return f"the grid at line {call.lineno} depends on {step}"
-            plan.launches.append((call, b_expr, b_kw, n_expr))
+            plan.launches.append((call, b_expr, n_expr))
         return plan
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        try:
-            src, al, kernels = parse_triton(source, path)
-        except Exception as exc:  # noqa: BLE001 - a file it cannot read is one report
-            return [SiteReport(transform=NAME, applies=False, reason=f"cannot parse: {exc}")]
-        if not kernels:
-            return [SiteReport(transform=NAME, applies=False, reason="no @triton.jit kernel")]
+        p = parse_for_sites(NAME, source, path)
+        if isinstance(p, list):
+            return p
         out = []
-        for name, k in kernels.items():
-            plan = self._plan(src, al, k)
+        for name, k in p.kernels.items():
+            plan = self._plan(p, k)
             if isinstance(plan, str):
-                out.append(SiteReport(transform=NAME, site=name, applies=False, kernel=name, line=k.fn.lineno,
-                                      reason=plan))
+                out.append(decline(NAME, name, plan, k.fn.lineno))
                 continue
-            n = len(plan.loops)
-            out.append(SiteReport(
-                transform=NAME, site=name, applies=True, kernel=name, line=plan.loops[0].lineno,
-                reason=f"{n} passes over the row become one tile of {plan.step} = next_power_of_2({plan.extent}); "
-                       f"{len(plan.reuse)} repeated load(s) read from registers"))
+            out.append(applies(NAME, k, f"{len(plan.loops)} passes over the row become one tile of {plan.step} = "
+                                        f"next_power_of_2({plan.extent}); {len(plan.reuse)} repeated load(s) read "
+                                        f"from registers", {}))
         return out
 
     # --- rewrite ----------------------------------------------------------------------------
@@ -295,16 +290,13 @@ class SinglePassRow:
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         if params:
             raise TransformError(f"{NAME} takes no parameters (got {', '.join(sorted(params))})")
-        src, al, kernels = parse_triton(source)
-        k = kernels.get(site)
-        if k is None:
-            raise TransformError(f"no @triton.jit kernel {site!r} in the source")
-        plan = self._plan(src, al, k)
+        p, k = parse_for_apply(source, site)
+        plan = self._plan(p, k)
         if isinstance(plan, str):
             raise TransformError(plan)
-        parent = parents(k.fn)
-        tl = al.tl_prefix()
-        taken = module_names(src.tree)
+        src = p.src
+        tl = p.al.tl_prefix()
+        taken = used_names(src.tree)
         edits: list[Edit] = []
         replaced: list[tuple[int, int]] = []  # spans of loads replaced by a name (their lines keep their bytes)
         providers: dict[int, str] = {}
@@ -316,9 +308,9 @@ class SinglePassRow:
                 loop_of_stmt[id(s)] = lp
         for later, provider in sorted(plan.reuse.values(), key=lambda t: src.start(t[0])):
             if id(provider) not in providers:
-                var = fresh_name("row", taken)
+                var = fresh(taken, "row")
                 providers[id(provider)] = var
-                stmt = enclosing_statement(provider, parent)
+                stmt = enclosing_stmt(p, provider)
                 assert stmt is not None
                 stmt_of[id(stmt)] = stmt
                 hoists.setdefault(id(stmt), []).append(f"{var} = {segment(src, provider)}")
@@ -347,28 +339,10 @@ class SinglePassRow:
             edits.append((src.start(lp), body_start, f"{lp.target.id} = 0  # one tile covers the row\n"))  # type: ignore[union-attr]
             edits += reindent_edits(src, lp.body[0].lineno, lp.end_lineno or lp.lineno, keep=outer,
                                     remove=inner[len(outer):], skip=replaced)
-        triton = _triton_name(al)
-        header: list[Edit] = []
-        if triton is None:
-            triton = "triton"
-            header.append(import_edit(src, "import triton"))
-        for call, b_expr, b_kw, n_expr in plan.launches:
-            value = f"{triton}.next_power_of_2({segment(src, n_expr)})"
-            if b_expr is not None:
-                edits.append((src.start(b_expr), src.end(b_expr), value))
-            else:
-                edits.append((last_arg_end(src, call), last_arg_end(src, call), f", {plan.step}={value}"))
+        triton, header = triton_module(p)
+        for call, b_expr, n_expr in plan.launches:
+            edits.append((src.start(b_expr), src.end(b_expr), f"{triton}.next_power_of_2({segment(src, n_expr)})"))
         try:
             return apply_edits(source, header + edits, what=f"{NAME} on {site}")
         except BadInput as exc:  # overlapping rewrites (a load inside a load): not this site
             raise TransformError(str(exc)) from None
-
-
-def _has_default(fn: ast.FunctionDef, param: str) -> bool:
-    args = fn.args.posonlyargs + fn.args.args
-    names = [a.arg for a in args]
-    return param in names and names.index(param) >= len(names) - len(fn.args.defaults)
-
-
-def _triton_name(al: TritonAliases) -> str | None:
-    return sorted(al.triton)[0] if al.triton else None

@@ -229,3 +229,80 @@ def constexpr_annotation(p: Parsed) -> str:
 
 def text(p: Parsed, node: ast.AST) -> str:
     return segment(p.src, node)
+
+
+# --- statement-level rewrites (loops unrolled or wrapped, values hoisted) ------------------------
+
+
+def parents(tree: ast.AST) -> dict[int, ast.AST]:
+    """id(node) -> its parent node."""
+    out: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            out[id(child)] = node
+    return out
+
+
+def grid_of(p: Parsed, call: ast.Call) -> tuple[ast.Tuple | ast.List | None, ast.Lambda | None, str]:
+    """The tuple a launch's grid evaluates to as written: `k[(a, b)]`, `k[grid]` with `grid`
+    bound once to a tuple or to `lambda meta: (a, b)`, or `k[lambda meta: (a, b)]`.
+    (tuple, the lambda around it or None, '') or (None, None, why not)."""
+    expr: ast.AST = call.func.slice  # type: ignore[attr-defined]
+    if isinstance(expr, ast.Name):
+        for scope in p.scopes_at(call):
+            binds = bindings(scope, expr.id)
+            if binds:
+                if len(binds) != 1 or binds[0][1] is None:
+                    return None, None, f"the grid {expr.id!r} is bound more than once or not to an expression"
+                expr = binds[0][1]  # type: ignore[assignment]
+                break
+        else:
+            return None, None, f"the grid {expr.id!r} is not bound where the launch is"
+        if sum(1 for n in ast.walk(p.src.tree) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Name)
+               and n.slice.id == call.func.slice.id) > 1:  # type: ignore[attr-defined]
+            return None, None, f"the grid {call.func.slice.id!r} is shared by several launches"  # type: ignore[attr-defined]
+    lam = None
+    if isinstance(expr, ast.Lambda):
+        lam, expr = expr, expr.body
+    if isinstance(expr, (ast.Tuple, ast.List)) and expr.elts and not any(isinstance(e, ast.Starred) for e in expr.elts):
+        return expr, lam, ""
+    return None, None, "the grid is not a tuple written in the source"
+
+
+def reindent_edits(src: SourceFile, first_line: int, last_line: int, *, keep: str = "", remove: str = "",
+                   add: str = "", skip: list[tuple[int, int]] | None = None) -> list[Edit]:
+    """Edits re-indenting lines first_line..last_line (1-based): a line that starts with
+    `keep + remove` loses the `remove` bytes (dedent), and `add` goes before every non-blank
+    line (indent). Lines whose start lies strictly inside a `skip` span (an expression being
+    replaced) are left alone, as are blank lines."""
+    out: list[Edit] = []
+    for ln in range(first_line, last_line + 1):
+        start = src.line_starts[ln - 1]
+        if any(s < start < e for s, e in skip or ()):
+            continue
+        end = src.line_starts[ln] if ln < len(src.line_starts) else len(src.data)
+        line = src.data[start:end]
+        if not line.strip():
+            continue
+        if remove and line.startswith((keep + remove).encode()):
+            out.append((start + len(keep), start + len(keep) + len(remove), ""))
+        if add:
+            out.append((start, start, add))
+    return out
+
+
+def import_edit(src: SourceFile, line: str) -> Edit:
+    """An edit adding `line` (an import) before the file's first import (after `from __future__`)."""
+    for stmt in src.tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) and not (
+                isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+            at = src.line_starts[stmt.lineno - 1]
+            return at, at, line + "\n"
+    return 0, 0, line + "\n"
+
+
+def triton_module(p: Parsed) -> tuple[str, list[Edit]]:
+    """The name `triton` is bound to in the module, and the edit importing it when it is not."""
+    if p.al.triton:
+        return sorted(p.al.triton)[0], []
+    return "triton", [import_edit(p.src, "import triton")]
