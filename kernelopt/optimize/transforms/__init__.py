@@ -17,6 +17,7 @@ ENTRY_POINT_GROUP = "kernelopt.transforms"
 BUILTIN: dict[str, str] = {
     "flat_elementwise": "kernelopt.optimize.transforms.flat_elementwise:FlatElementwise",
     "grouped_program_order": "kernelopt.optimize.transforms.grouped_program_order:GroupedProgramOrder",
+    "persistent_grid": "kernelopt.optimize.transforms.persistent_grid:PersistentGrid",
     "single_pass_row": "kernelopt.optimize.transforms.single_pass_row:SinglePassRow",
 }
 

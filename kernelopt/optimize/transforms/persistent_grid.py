@@ -1,0 +1,199 @@
+"""persistent_grid: launch a few programs per SM and loop each over the original tiles.
+
+A kernel launched with one program per tile pays a launch slot and a prologue per tile,
+and its last partial wave leaves SMs idle. The rewrite launches
+`min(num_tiles, NUM_SMS * PROGRAMS_PER_SM)` programs and wraps the kernel's body in
+
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0)):
+
+where every `tl.program_id(axis)` of the body becomes that axis's coordinate of `tile`
+(axis 0 fastest, the order the hardware starts a grid in) and every
+`tl.num_programs(axis)` the original grid's size along it, passed as new arguments. Each
+tile is still computed exactly once, by the same code. The SM count is read at the launch
+from `torch.cuda.get_device_properties` when CUDA is available, else a small constant (so
+the interpreter runs the loop). PROGRAMS_PER_SM is a constexpr passed at the launch: a knob.
+
+It declines kernels with a `return` (it would end the loop, not the tile), multi-line
+strings in the body (re-indenting would change them), grids that are not a tuple written
+in the file (a `lambda META:` grid's size is only known to the launcher) and kernels that
+already loop over program ids.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
+from kernelopt.optimize.transforms.base import TransformError
+from kernelopt.optimize.transforms.triton_edit import (
+    Parsed,
+    add_params,
+    applies,
+    axis_of,
+    constexpr_annotation,
+    decline,
+    enclosing_stmt,
+    fresh,
+    literal_tuple,
+    parse_for_apply,
+    parse_for_sites,
+    program_ids,
+    text,
+    tl_calls,
+    used_names,
+)
+from kernelopt.source import JitKernel, apply_edits, indent_of
+
+NAME = "persistent_grid"
+# SMs assumed without CUDA (the interpreter): small, so tiny test shapes still loop.
+CPU_SMS = 2
+
+
+def torch_alias(tree: ast.Module) -> str | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "torch":
+                    return a.asname or "torch"
+    return None
+
+
+def _body(k: JitKernel) -> list[ast.stmt]:
+    body = k.fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]  # the docstring stays outside the loop
+    return body
+
+
+def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str]]], str] | str:
+    """(axes the kernel reads, per launch its call and grid sizes, torch alias), or why not."""
+    fn, al = k.fn, p.al
+    if "PROGRAMS_PER_SM" in k.params:
+        return "already takes PROGRAMS_PER_SM (persistent already)"
+    pids = program_ids(k, al)
+    nums = tl_calls(fn, al, "num_programs")
+    if not pids:
+        return "reads no program id"
+    if None in pids or any(axis_of(c) is None for c in nums):
+        return "reads a program id along a computed axis"
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return):
+            return f"returns early (line {node.lineno}): inside a tile loop that would skip the remaining tiles"
+        if isinstance(node, (ast.For, ast.While)) and any(
+                isinstance(n, ast.Call) and al.tl_attr(n.func) in ("program_id", "num_programs")
+                for n in ast.walk(node.iter if isinstance(node, ast.For) else node.test)):
+            return f"already loops over program ids (line {node.lineno})"
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and node.lineno != node.end_lineno and node not in [getattr(s, "value", None) for s in fn.body[:1]]):
+            return f"a multi-line string at line {node.lineno} (re-indenting would change it)"
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not fn:
+            return "defines a nested function"
+    body = _body(k)
+    if not body:
+        return "has no body to loop over"
+    axes = 1 + max([a for a in pids if a is not None] + [axis_of(c) or 0 for c in nums])
+    torch = torch_alias(p.src.tree)
+    if torch is None:
+        return "the module does not import torch (the SM count is read through torch.cuda)"
+    calls = p.launches.get(fn.name, [])
+    if not calls:
+        return "no launch of the kernel in this file"
+    launches = []
+    for call in calls:
+        grid = literal_tuple(p, call.func.slice, call)  # type: ignore[attr-defined]
+        if grid is None:
+            return f"the grid at line {call.lineno} is not a tuple written in this file (its size is not known)"
+        if len(grid.elts) < axes or any(not (isinstance(e, ast.Constant) and e.value == 1) for e in grid.elts[axes:]):
+            return f"the grid at line {call.lineno} does not match the {axes} program-id axes the kernel reads"
+        if any(isinstance(e, ast.Starred) for e in grid.elts):
+            return f"the grid at line {call.lineno} is unpacked from another value"
+        if enclosing_stmt(p, call) is None:
+            return f"the launch at line {call.lineno} is not inside a statement"
+        launches.append((call, [text(p, e) for e in grid.elts[:axes]]))
+    a = fn.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults:
+        return "takes *args, **kwargs, keyword-only or defaulted parameters"
+    return axes, launches, torch
+
+
+class PersistentGrid:
+    name = NAME
+    backend = "triton"
+    summary = "launch min(tiles, SMs * PROGRAMS_PER_SM) programs, each looping over the original tiles"
+    requires = ["triton"]
+    params = [TransformParam(name="PROGRAMS_PER_SM", default=2, domain=[1, 2, 3, 4, 8],
+                             doc="programs launched per SM; a knob of the result")]
+
+    def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
+        p = parse_for_sites(NAME, source, path)
+        if isinstance(p, list):
+            return p
+        out = []
+        for k in p.kernels.values():
+            got = _check(p, k)
+            if isinstance(got, str):
+                out.append(decline(NAME, k.fn.name, got, k.fn.lineno))
+                continue
+            axes = got[0]
+            out.append(applies(NAME, k, f"{axes}-D grid of tiles: programs per SM loop over them",
+                               {"PROGRAMS_PER_SM": 2}))
+        return out
+
+    def apply(self, source: str, site: str, **params: ParamValue) -> str:
+        pps = params.get("PROGRAMS_PER_SM", 2)
+        if not (isinstance(pps, int) and not isinstance(pps, bool) and pps >= 1):
+            raise TransformError(f"PROGRAMS_PER_SM={pps!r}: expected a positive integer")
+        p, k = parse_for_apply(source, site)
+        got = _check(p, k)
+        if isinstance(got, str):
+            raise TransformError(f"{k.fn.name}: {got}")
+        axes, launches, torch = got
+        tl, src, fn = p.al.tl_prefix(), p.src, k.fn
+        taken = used_names(src.tree)
+        tile = fresh(taken, "tile")
+        sizes = [fresh(taken, f"grid_{a}") for a in range(axes)]  # kernel parameters: the original grid
+        total = " * ".join(sizes)
+        coord = {0: f"({tile} % {sizes[0]})" if axes > 1 else tile}
+        if axes > 1:
+            coord[1] = f"({tile} // {sizes[0]} % {sizes[1]})" if axes > 2 else f"({tile} // {sizes[0]})"
+        if axes > 2:
+            coord[2] = f"({tile} // ({sizes[0]} * {sizes[1]}))"
+        edits = []
+        for call in tl_calls(fn, p.al, "program_id"):
+            edits.append((src.start(call), src.end(call), coord[axis_of(call)]))  # type: ignore[index]
+        for call in tl_calls(fn, p.al, "num_programs"):
+            edits.append((src.start(call), src.end(call), sizes[axis_of(call)]))  # type: ignore[index]
+        body = _body(k)
+        indent = indent_of(src, body[0])
+        unit = indent[len(indent_of(src, fn)):] or "    "
+        first_line, last_line = body[0].lineno, max(s.end_lineno or s.lineno for s in body)
+        # the loop header goes before the first body line's own indentation (edits at one offset keep their order)
+        loop = (f"{indent}# persistent: each program walks the tiles, PROGRAMS_PER_SM programs per SM\n"
+                f"{indent}for {tile} in {tl}.range({tl}.program_id(0), {total}, {tl}.num_programs(0)):\n")
+        edits.append((src.line_starts[first_line - 1], src.line_starts[first_line - 1], loop))
+        for line in range(first_line, last_line + 1):
+            start = src.line_starts[line - 1]
+            end = src.line_starts[line] if line < len(src.line_starts) else len(src.data)
+            if src.data[start:end].strip():
+                edits.append((start, start, unit))
+        edits.append(add_params(p, k, [*sizes, f"PROGRAMS_PER_SM: {constexpr_annotation(p)}"]))
+        for call, grid in launches:
+            stmt = enclosing_stmt(p, call)
+            assert stmt is not None
+            names = used_names(src.tree) | taken
+            tiles, sms = fresh(names, "num_tiles"), fresh(names, "num_sms")
+            taken |= {tiles, sms}
+            pad = indent_of(src, stmt)
+            tiles_expr = " * ".join(f"({g})" for g in grid)
+            edits.append((src.start(stmt), src.start(stmt),
+                          f"{tiles} = {tiles_expr}\n{pad}{sms} = ({torch}.cuda.get_device_properties("
+                          f"{torch}.cuda.current_device()).multi_processor_count if {torch}.cuda.is_available() "
+                          f"else {CPU_SMS})\n{pad}"))
+            slice_ = call.func.slice  # type: ignore[attr-defined]
+            edits.append((src.start(slice_), src.end(slice_),
+                          f"lambda META: (min({tiles}, {sms} * META['PROGRAMS_PER_SM']),)"))
+            end = max(src.end(n) for n in [*call.args, *call.keywords])
+            kwargs = [f"{size}={g}" for size, g in zip(sizes, grid)] + [f"PROGRAMS_PER_SM={pps}"]
+            edits.append((end, end, "".join(f", {kw}" for kw in kwargs)))
+        return apply_edits(source, edits, what=f"{NAME} edits")

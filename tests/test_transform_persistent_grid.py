@@ -1,0 +1,66 @@
+"""persistent_grid: a few programs per SM loop over the original tiles (1-D, 2-D grids)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelopt.optimize.transforms import get_transform
+from kernelopt.optimize.transforms.base import TransformError
+from tests.transform_checks import FIX, SUITE, fails, knob_names, knob_value, read, verify_all
+
+T = get_transform("persistent_grid")
+
+
+def test_one_d_per_row_kernel_function(tmp_path):
+    source = read(FIX / "scale_add_per_row.py")
+    (r,) = T.sites(source)
+    assert r.applies and r.params == {"PROGRAMS_PER_SM": 2}
+    out = T.apply(source, r.site, PROGRAMS_PER_SM=1)
+    assert "for tile in tl.range(tl.program_id(0), grid_0, tl.num_programs(0)):" in out
+    assert "row_id = tile" in out and "tl.program_id(axis=0)" not in out
+    assert knob_value(out, "PROGRAMS_PER_SM") == 1
+    # without CUDA: 2 SMs x 1 program -> 2 programs for 4..9 rows: every program loops
+    shapes = [{"N_ROWS": "5", "HIDDEN": "50"}, {"N_ROWS": "9", "HIDDEN": "7"}, {"N_ROWS": "1", "HIDDEN": "3"}]
+    verify_all(tmp_path, FIX / "problem_scale_add.py", shapes, [out, T.apply(source, r.site, PROGRAMS_PER_SM=3)])
+
+
+def test_two_d_grid_model_new(tmp_path):
+    source = read(FIX / "bias_relu_2d_grid.py")
+    out = T.apply(source, "bias_relu_rows", PROGRAMS_PER_SM=1)
+    assert "r = (tile % grid_0)" in out and "(tile // grid_0) * COL_BLOCK" in out
+    shapes = [{"ROWS": "5", "COLS": "130"}, {"ROWS": "2", "COLS": "3"}]
+    verify_all(tmp_path, FIX / "problem_bias_relu.py", shapes, [out])
+
+
+def test_a_wrong_tile_walk_is_caught(tmp_path):
+    out = T.apply(read(FIX / "scale_add_per_row.py"), "fused_scale_add", PROGRAMS_PER_SM=1)
+    broken = out.replace("tl.num_programs(0)):", "tl.num_programs(0) + 1):")
+    assert broken != out and fails(tmp_path, FIX / "problem_scale_add.py", {"N_ROWS": "9", "HIDDEN": "7"}, broken)
+
+
+def test_suite_gelu_and_grouped_matmul(tmp_path):
+    gelu = T.apply(read(SUITE / "gelu" / "kernel.py"), "gelu_kernel", PROGRAMS_PER_SM=1)
+    assert {"BLOCK", "PROGRAMS_PER_SM"} <= knob_names(gelu)
+    verify_all(tmp_path, SUITE / "gelu" / "problem.py", [{"ROWS": "3", "COLS": "300"}, {"ROWS": "1", "COLS": "5"}], [gelu])
+    # composes with grouped_program_order: the tile loop feeds the grouped mapping its 2-D coordinates
+    grouped = get_transform("grouped_program_order").apply(read(SUITE / "matmul_fp32" / "kernel.py"), "matmul_kernel",
+                                                          GROUP_M=2)
+    both = T.apply(grouped, "matmul_kernel", PROGRAMS_PER_SM=1)
+    verify_all(tmp_path, SUITE / "matmul_fp32" / "problem.py", [{"M": "70", "N": "36", "K": "20"}], [both])
+
+
+def test_declines_a_meta_grid_and_an_early_return():
+    (r,) = T.sites(read(FIX / "matmul_meta_grid.py"))
+    assert not r.applies and "not a tuple written in this file" in r.reason
+    with pytest.raises(TransformError):
+        T.apply(read(FIX / "matmul_meta_grid.py"), "gemm_tile")
+    early = read(FIX / "scale_add_per_row.py").replace(
+        "    start = row_id * hidden\n", "    if row_id >= 1000000:\n        return\n    start = row_id * hidden\n")
+    (r,) = T.sites(early)
+    assert not r.applies and "returns early" in r.reason
+
+
+def test_declines_twice():
+    once = T.apply(read(SUITE / "gelu" / "kernel.py"), "gelu_kernel")
+    (r,) = T.sites(once)
+    assert not r.applies and "persistent already" in r.reason
