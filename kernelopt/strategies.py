@@ -1,4 +1,4 @@
-"""Strategy packs: load, validate, override, and recommend from a Diagnosis.
+"""Strategy packs: load, validate, override. (Ranking them for a situation is `kernelopt.recommend`.)
 
 Packs load in this order, a later pack overriding an earlier one's strategy by id
 (every override is recorded in `StrategySet.overrides`):
@@ -17,15 +17,11 @@ anti-pattern lives in `pitfall`.
 from __future__ import annotations
 
 import functools
-import math
 import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from kernelopt.errors import BadInput
-from kernelopt.models.diagnosis import Bottleneck, Diagnosis
-from kernelopt.models.metrics import Metrics
-from kernelopt.models.recommendation import Recommendation
 from kernelopt.models.strategy import Override, PackCheck, Strategy, StrategyPack, StrategySet
 
 ENV_PATH = "KERNELOPT_STRATEGY_PATH"
@@ -285,118 +281,3 @@ def get_strategy(strategy_id: str) -> Strategy:
         close = difflib.get_close_matches(strategy_id, list(loaded.strategies), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise BadInput(f"strategy {strategy_id!r}: not found in any loaded pack{hint}") from None
-
-
-# ----------------------------------------------------------------------------- recommending
-
-# Score = confidence / (1 + rank) times these factors; `parts` on each Recommendation shows them.
-RULE_BOOST = 1.5  # the diagnosis rule named this strategy
-SUBCAUSE_MATCH = 1.3  # the strategy lists the diagnosed subcause
-WHEN_UNKNOWN = 0.8  # its precondition could not be checked (metrics missing)
-
-
-def _metric_values(metrics: Metrics | dict[str, float] | None) -> dict[str, float] | None:
-    if metrics is None:
-        return None
-    if isinstance(metrics, Metrics):
-        return metrics.values()
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
-
-
-def _evaluate(text: str, values: dict[str, float] | None) -> tuple[bool | None, str]:
-    """(result, explanation): None when metrics are absent or a key it reads is missing."""
-    from kernelopt.conditions import compile_condition
-
-    cond = compile_condition(text)
-    if values is None:
-        return None, f"not checked, no metrics ({', '.join(sorted(cond.names))})"
-    result = cond.evaluate(values)
-    if result is None:
-        return None, f"not checked, missing {', '.join(cond.missing(values))}"
-    facts = ", ".join(f"{e.key}={e.value:g} {e.op} {e.threshold:g}" for e in cond.evidence(values)
-                      if e.value is not None and e.threshold is not None)
-    return result, facts
-
-
-def _bottlenecks(diagnosis: Diagnosis) -> list[Bottleneck]:
-    ranked = list(diagnosis.bottlenecks)
-    if diagnosis.primary is not None and diagnosis.primary not in ranked:
-        ranked.insert(0, diagnosis.primary)
-    return ranked
-
-
-def _score(
-    strategy: Strategy, b: Bottleneck, rank: int, values: dict[str, float] | None
-) -> tuple[float, dict[str, float], list[str]] | None:
-    """Score of `strategy` for bottleneck `b`, or None when a condition excludes it."""
-    parts: dict[str, float] = {"confidence": b.confidence, "rank": 1.0 / (1 + rank)}
-    what = b.category + (f"/{b.subcause}" if b.subcause else "")
-    reasons = [f"addresses {what} (bottleneck #{rank + 1}, confidence {b.confidence:.2f})"]
-    if strategy.id in b.strategies:
-        parts["rule"] = RULE_BOOST
-        reasons.append(f"named by rule {b.rule_id}")
-    # Only a match counts: no penalty for a miss, since subcause tags come from several
-    # sources (rules, experience stalls) and a missing tag says little.
-    if b.subcause and b.subcause in strategy.subcauses:
-        parts["subcause"] = SUBCAUSE_MATCH
-        reasons.append(f"targets subcause {b.subcause}")
-    if strategy.when:
-        held, why = _evaluate(strategy.when, values)
-        if held is False:
-            return None
-        if held is None:
-            parts["when"] = WHEN_UNKNOWN
-            reasons.append(f"`when: {strategy.when}` {why}")
-        else:
-            reasons.append(f"`when` holds ({why or strategy.when})")
-    if strategy.avoid_when:
-        hurts, why = _evaluate(strategy.avoid_when, values)
-        if hurts is True:
-            return None
-        if hurts is None:
-            reasons.append(f"`avoid_when: {strategy.avoid_when}` {why}")
-    return math.prod(parts.values()), parts, reasons
-
-
-def recommend_strategies(
-    diagnosis: Diagnosis,
-    backend: str,
-    metrics: Metrics | dict[str, float] | None = None,
-    *,
-    strategies: StrategySet | None = None,
-    anti_patterns: bool = False,
-) -> list[Recommendation]:
-    """Strategies that address the diagnosed bottlenecks, ranked, each with its reason.
-
-    A strategy qualifies for a bottleneck when its backend matches (or is `any`) and it
-    lists the bottleneck's category, or the diagnosis rule names it. It is dropped when
-    its `when` is false or its `avoid_when` is true; a condition that cannot be checked
-    (no metrics, or a key missing) keeps it, says so in the reason and lowers its score.
-    With `anti_patterns=True` the result is instead the anti-pattern entries that apply
-    (warnings: "don't do this here"), scored the same way.
-    """
-    loaded = strategies if strategies is not None else load_strategies()
-    values = _metric_values(metrics)
-    best: dict[str, Recommendation] = {}
-    for rank, b in enumerate(_bottlenecks(diagnosis)):
-        for s in loaded.strategies.values():
-            if s.anti_pattern != anti_patterns or s.backend not in (backend, "any"):
-                continue
-            if b.category not in s.categories and s.id not in b.strategies:
-                continue
-            scored = _score(s, b, rank, values)
-            if scored is None:
-                continue
-            score, parts, reasons = scored
-            if s.id in best and best[s.id].score >= score:
-                continue
-            best[s.id] = Recommendation(
-                strategy=s.id,
-                title=s.title,
-                score=round(score, 6),
-                reason="; ".join(reasons),
-                source="pack",
-                category=b.category,
-                parts=parts,
-            )
-    return sorted(best.values(), key=lambda r: (-r.score, r.strategy))

@@ -5,6 +5,7 @@ import pytest
 from kernelopt.experience.importers import record_from_dict
 from kernelopt.experience.store import ExperienceStore, seed_store
 from kernelopt.models import Situation
+from kernelopt.recommend import recommend
 
 
 def add(store: ExperienceStore, kernel: str, bottleneck: str, optimization: str, speedup: float | None,
@@ -24,8 +25,8 @@ def test_semantic_match_finds_related_kernel(store: ExperienceStore) -> None:
     # Exact matching on the kernel name cannot tell that rms_norm is like layernorm.
     ln = add(store, "layernorm", "dram", "single-pass-row", 1.6)
     add(store, "matrix multiply gemm", "dram", "grouped-tile-order", 1.6)
-    answer = store.recommend(Situation(kernel="rms_norm", backend="triton", chip="sm_90", bottleneck="dram"),
-                             include_packs=False)
+    answer = recommend(Situation(kernel="rms_norm", backend="triton", chip="sm_90", bottleneck="dram"),
+                             include_packs=False, store=store)
     assert answer.retrieval == "embedding"
     assert [r.strategy for r in answer.recommendations] == ["single-pass-row", "grouped-tile-order"]
     top = answer.recommendations[0]
@@ -38,8 +39,8 @@ def test_other_bottleneck_does_not_vote_and_failures_are_listed(store: Experienc
     add(store, "softmax", "compute", "exp2-fast-math", 1.5)
     bad = add(store, "softmax", "dram", "tune-num-warps", 0.8)
     add(store, "softmax", "dram", "single-pass-row", 1.3)
-    answer = store.recommend(Situation(kernel="softmax", backend="triton", chip="sm_90", bottleneck="dram"),
-                             include_packs=False)
+    answer = recommend(Situation(kernel="softmax", backend="triton", chip="sm_90", bottleneck="dram"),
+                             include_packs=False, store=store)
     assert [r.strategy for r in answer.recommendations] == ["single-pass-row"]
     [failure] = answer.known_failures
     assert failure.strategy == "tune-num-warps" and failure.records == [bad] and failure.worst_speedup == 0.8
@@ -49,7 +50,7 @@ def test_outcome_and_support_raise_the_score(store: ExperienceStore) -> None:
     for _ in range(3):
         add(store, "softmax", "dram", "single-pass-row", 2.0)
     add(store, "softmax", "dram", "coalesced-access", 1.06)
-    answer = store.recommend(Situation(kernel="softmax", backend="triton", bottleneck="dram"), include_packs=False)
+    answer = recommend(Situation(kernel="softmax", backend="triton", bottleneck="dram"), include_packs=False, store=store)
     first, second = answer.recommendations
     assert first.strategy == "single-pass-row" and len(first.records) == 3
     assert first.parts["gain"] > second.parts["gain"] and first.parts["support"] > second.parts["support"]
@@ -57,7 +58,7 @@ def test_outcome_and_support_raise_the_score(store: ExperienceStore) -> None:
 
 def test_pack_recommendations_are_merged(store: ExperienceStore) -> None:
     add(store, "softmax", "dram", "single-pass-row", 1.5)
-    answer = store.recommend(Situation(kernel="softmax", backend="triton", bottleneck="dram"), n=20)
+    answer = recommend(Situation(kernel="softmax", backend="triton", bottleneck="dram"), n=20, store=store)
     by_id = {r.strategy: r for r in answer.recommendations}
     assert by_id["single-pass-row"].source == "both" and "pack" in by_id["single-pass-row"].parts
     assert any(r.source == "pack" and not r.records for r in answer.recommendations)
@@ -72,7 +73,7 @@ def test_bm25_fallback_without_a_model(store: ExperienceStore, monkeypatch: pyte
     monkeypatch.setenv("KERNELOPT_NO_EMBEDDINGS", "1")
     add(store, "softmax", "dram", "single-pass-row", 1.5)
     add(store, "gemm", "dram", "grouped-tile-order", 1.5)
-    answer = store.recommend(Situation(kernel="softmax", backend="triton", bottleneck="dram"), include_packs=False)
+    answer = recommend(Situation(kernel="softmax", backend="triton", bottleneck="dram"), include_packs=False, store=store)
     assert answer.retrieval == "bm25"
     assert any("BM25" in n for n in answer.notes)
     assert answer.recommendations[0].strategy == "single-pass-row"
@@ -83,16 +84,16 @@ def test_bm25_fallback_without_a_model(store: ExperienceStore, monkeypatch: pyte
 def test_index_follows_writes_from_another_connection(store: ExperienceStore) -> None:
     add(store, "softmax", "dram", "single-pass-row", 1.5)
     situation = Situation(kernel="softmax", backend="triton", bottleneck="dram")
-    assert len(store.recommend(situation, include_packs=False).recommendations) == 1
+    assert len(recommend(situation, include_packs=False, store=store).recommendations) == 1
     with ExperienceStore(store.path, seed=False) as other:
         add(other, "softmax", "dram", "coalesced-access", 1.5)
-    assert len(store.recommend(situation, include_packs=False).recommendations) == 2
+    assert len(recommend(situation, include_packs=False, store=store).recommendations) == 2
 
 
 def test_seed_alone_recommends_on_a_new_install(tmp_path: Path) -> None:
     with ExperienceStore(tmp_path / "new.db") as fresh:
-        answer = fresh.recommend(Situation(kernel="rms norm", backend="triton", chip="sm_90", bottleneck="dram"),
-                                 include_packs=False)
+        answer = recommend(Situation(kernel="rms norm", backend="triton", chip="sm_90", bottleneck="dram"),
+                                 include_packs=False, store=fresh)
     assert answer.recommendations
     seed_ids = {r.id for r in seed_store().list()}
     assert set(answer.recommendations[0].records) <= seed_ids

@@ -33,11 +33,11 @@ def sha(text: str) -> str:
 def measured():
     """The H100 profile of the softmax example, its diagnosis and recommendations (real data)."""
     from kernelopt.diagnose import diagnose, load_metrics
-    from kernelopt.strategies import recommend_strategies
+    from kernelopt.recommend import pack_scores
 
     metrics = load_metrics(H100_SOFTMAX)
     diagnosis = diagnose(metrics=metrics)
-    return metrics, diagnosis, recommend_strategies(diagnosis, "triton", metrics)
+    return metrics, diagnosis, pack_scores(diagnosis, "triton", metrics)
 
 
 @pytest.fixture

@@ -112,29 +112,6 @@ def test_optimize_needs_a_kernel():
     assert res.returncode == 2 and "--kernel" in res.stderr
 
 
-def test_experience_seeds_the_knob_search(tmp_path, monkeypatch):
-    """The best recorded success on the same problem seeds the search, restricted to the kernel's knobs."""
-    from kernelopt.experience.store import ExperienceStore
-    from kernelopt.models.experience import ExperienceRecord
-    from kernelopt.optimize.loop import experience_seed_knobs
-    from kernelopt.problem import load_candidate, load_problem
-
-    monkeypatch.setenv("KERNELOPT_DB", str(tmp_path / "exp.db"))
-    problem = load_problem(SOFTMAX / "problem.py", {"ROWS": "16", "COLS": "100"})
-    candidate = load_candidate(SOFTMAX / "kernel.py")
-    assert experience_seed_knobs(problem, candidate) == {}
-    store = ExperienceStore()
-    common = dict(kernel=problem.name, backend="triton", correct=True, time_before_ms=2.0)
-    store.add(ExperienceRecord(**common, outcome="success", speedup=1.2, time_after_ms=1.66,
-                               params={"num_warps": 2, "not_a_knob_here": 7}))
-    store.add(ExperienceRecord(**common, outcome="success", speedup=1.5, time_after_ms=1.33,
-                               params={"num_warps": 8, "num_stages": 2, "not_a_knob_here": 3}))
-    store.add(ExperienceRecord(**common, outcome="failure", speedup=3.0, time_after_ms=0.5, params={"num_warps": 1}))
-    store.add(ExperienceRecord(kernel="other_problem", backend="triton", outcome="success", speedup=9.0,
-                               correct=True, params={"num_warps": 32}))
-    assert experience_seed_knobs(problem, candidate) == {"num_warps": 8, "num_stages": 2}
-
-
 def test_a_failing_starting_kernel_exits_1(tmp_path):
     """CandidateFailed is exit 1 through the real entry point (the documented code for a failed candidate)."""
     res = _cli("optimize", str(SOFTMAX / "problem.py"), "--kernel", str(SOFTMAX / "kernel_wrong.py"), *SMALL,

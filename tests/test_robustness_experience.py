@@ -12,6 +12,7 @@ from kernelopt.cli import main
 from kernelopt.experience.importers import read_records
 from kernelopt.experience.store import ExperienceStore
 from kernelopt.models import Situation
+from kernelopt.recommend import recommend
 
 FIX = Path(__file__).parent / "fixtures" / "experience"
 SKILL_A = FIX / "kernel_opt_skill_experiences.json"  # synthetic, kernel-opt-skill's layout (integer ids)
@@ -89,8 +90,8 @@ def test_metric_keys_are_mapped_to_the_catalog() -> None:
 
 def test_own_matvec_success_is_in_top_3(imported: ExperienceStore) -> None:
     matvec = next(r for r in imported.list() if r.kernel == "matvec_bf16")
-    answer = imported.recommend(Situation(kernel="matrix_vector_product", backend="triton", chip="sm_90",
-                                          bottleneck="latency"), n=3)
+    answer = recommend(Situation(kernel="matrix_vector_product", backend="triton", chip="sm_90",
+                                          bottleneck="latency"), n=3, store=imported)
     top = {r.strategy: r for r in answer.recommendations}
     assert "split-k" in top, [r.strategy for r in answer.recommendations]
     assert top["split-k"].records[0] == matvec.id
@@ -100,7 +101,7 @@ def test_own_matvec_success_is_in_top_3(imported: ExperienceStore) -> None:
 def test_imported_single_pass_row_successes_are_cited_for_rms_norm(imported: ExperienceStore) -> None:
     norms = {r.id for r in imported.list() if r.strategies == ["single-pass-row-in-registers"]}
     assert len(norms) == 3
-    answer = imported.recommend(Situation(kernel="rms_norm", backend="triton", chip="sm_90", bottleneck="dram"), n=3)
+    answer = recommend(Situation(kernel="rms_norm", backend="triton", chip="sm_90", bottleneck="dram"), n=3, store=imported)
     top = {r.strategy: r for r in answer.recommendations}
     assert "single-pass-row" in top and "single-pass-row-in-registers" not in top
     rec = top["single-pass-row"]

@@ -16,6 +16,7 @@ from kernelopt.cli import main
 from kernelopt.errors import BadInput
 from kernelopt.experience.importers import record_from_dict
 from kernelopt.experience.store import ExperienceStore, ReadOnlyDatabase
+from kernelopt.recommend import recommend
 
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
@@ -69,7 +70,7 @@ def test_forced_read_only_reads_and_refuses_writes(filled: Path) -> None:
     with ExperienceStore(filled, read_only=True) as store:
         assert store.count() == 2
         assert {r.kernel for r in store.list()} == {"softmax", "layernorm"}
-        answer = store.recommend(store_situation())
+        answer = recommend(store_situation(), store=store)
         assert answer.recommendations
         with pytest.raises(ReadOnlyDatabase, match="read-only"):
             store.add(rec(kernel="gelu"))

@@ -1,11 +1,12 @@
-"""recommend_strategies: which strategies, in what order, and why."""
+"""The packs' half of kernelopt.recommend (pack_scores): which strategies, in what order, and why."""
 
 from __future__ import annotations
 
 import pytest
 
 from kernelopt.models import Bottleneck, Diagnosis, KernelMetrics, Metrics, MetricValue
-from kernelopt.strategies import RULE_BOOST, WHEN_UNKNOWN, load_strategies, recommend_strategies
+from kernelopt.recommend import RULE_BOOST, WHEN_UNKNOWN, pack_scores
+from kernelopt.strategies import load_strategies
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def ids(recs) -> list[str]:
 
 
 def test_only_matching_category_and_backend(packs):
-    recs = recommend_strategies(diagnosis(bottleneck("onchip_memory")), "cuda", {}, strategies=packs)
+    recs = pack_scores(diagnosis(bottleneck("onchip_memory")), "cuda", {}, strategies=packs)
     assert recs
     for r in recs:
         s = packs.strategies[r.strategy]
@@ -38,8 +39,8 @@ def test_only_matching_category_and_backend(packs):
 
 def test_when_false_excludes_true_includes(packs):
     d = diagnosis(bottleneck("launch"))
-    small_grid = recommend_strategies(d, "triton", {"waves_per_sm": 0.5}, strategies=packs)
-    big_grid = recommend_strategies(d, "triton", {"waves_per_sm": 12.0}, strategies=packs)
+    small_grid = pack_scores(d, "triton", {"waves_per_sm": 0.5}, strategies=packs)
+    big_grid = pack_scores(d, "triton", {"waves_per_sm": 12.0}, strategies=packs)
     assert "split-k" in ids(small_grid) and "smaller-tiles-more-programs" in ids(small_grid)
     assert "split-k" not in ids(big_grid) and "smaller-tiles-more-programs" not in ids(big_grid)
     assert "more-rows-per-program" in ids(big_grid) and "more-rows-per-program" not in ids(small_grid)
@@ -49,28 +50,28 @@ def test_when_false_excludes_true_includes(packs):
 
 def test_avoid_when_true_excludes(packs):
     d = diagnosis(bottleneck("dram", subcause="redundant_reads"))
-    fine = recommend_strategies(d, "triton", {"static_spill_bytes": 0}, strategies=packs)
-    spilling = recommend_strategies(d, "triton", {"static_spill_bytes": 64}, strategies=packs)
+    fine = pack_scores(d, "triton", {"static_spill_bytes": 0}, strategies=packs)
+    spilling = pack_scores(d, "triton", {"static_spill_bytes": 64}, strategies=packs)
     assert "single-pass-row" in ids(fine) and "single-pass-row" not in ids(spilling)
 
 
 def test_without_metrics_conditions_are_unknown_not_exclusions(packs):
     d = diagnosis(bottleneck("launch"))
-    recs = recommend_strategies(d, "triton", None, strategies=packs)
+    recs = pack_scores(d, "triton", None, strategies=packs)
     by_id = {r.strategy: r for r in recs}
     # both sides of waves_per_sm are kept when it cannot be checked
     assert {"split-k", "more-rows-per-program", "fuse-elementwise-passes"} <= set(by_id)
     assert "not checked, no metrics (waves_per_sm)" in by_id["split-k"].reason
     assert by_id["split-k"].parts["when"] == WHEN_UNKNOWN
     assert by_id["split-k"].score < by_id["fuse-elementwise-passes"].score
-    missing_key = recommend_strategies(d, "triton", {"dram_throughput_pct": 50.0}, strategies=packs)
+    missing_key = pack_scores(d, "triton", {"dram_throughput_pct": 50.0}, strategies=packs)
     assert "not checked, missing waves_per_sm" in {r.strategy: r for r in missing_key}["split-k"].reason
 
 
 def test_rank_confidence_and_rule_boost_order(packs):
     first = bottleneck("compute", confidence=0.9, strategies=["exp2-fast-math"])
     second = bottleneck("launch", confidence=0.9)
-    recs = recommend_strategies(diagnosis(first, second), "triton", None, strategies=packs)
+    recs = pack_scores(diagnosis(first, second), "triton", None, strategies=packs)
     assert recs[0].strategy == "exp2-fast-math" and "named by rule test-compute" in recs[0].reason
     assert recs[0].parts["rule"] == RULE_BOOST
     compute = [r for r in recs if r.category == "compute"]
@@ -79,36 +80,36 @@ def test_rank_confidence_and_rule_boost_order(packs):
     assert max(r.score for r in launch) < min(r.score for r in compute if r.parts.get("when") is None)
     assert recs == sorted(recs, key=lambda r: -r.score)
     # lower confidence, lower scores
-    low = recommend_strategies(diagnosis(bottleneck("compute", confidence=0.3)), "triton", None, strategies=packs)
-    high = recommend_strategies(diagnosis(bottleneck("compute", confidence=0.9)), "triton", None, strategies=packs)
+    low = pack_scores(diagnosis(bottleneck("compute", confidence=0.3)), "triton", None, strategies=packs)
+    high = pack_scores(diagnosis(bottleneck("compute", confidence=0.9)), "triton", None, strategies=packs)
     assert {r.strategy: r.score for r in low}["even-k-no-masks"] < {r.strategy: r.score for r in high}["even-k-no-masks"]
 
 
 def test_rule_named_strategy_outside_category_is_included(packs):
     b = bottleneck("latency", strategies=["grouped-tile-order"])
-    recs = recommend_strategies(diagnosis(b), "triton", {"l2_hit_rate_pct": 40.0}, strategies=packs)
+    recs = pack_scores(diagnosis(b), "triton", {"l2_hit_rate_pct": 40.0}, strategies=packs)
     assert "grouped-tile-order" in ids(recs)
 
 
 def test_subcause_match_ranks_higher(packs):
     b = bottleneck("onchip_memory", subcause="bank_conflicts")
-    recs = recommend_strategies(diagnosis(b), "cuda", None, strategies=packs)
+    recs = pack_scores(diagnosis(b), "cuda", None, strategies=packs)
     top = ids(recs)[:2]
     assert set(top) == {"cuda-shared-memory-padding", "cuda-swizzled-shared-layout"}
 
 
 def test_primary_only_diagnosis_and_empty(packs):
     d = Diagnosis(primary=bottleneck("occupancy"), bottlenecks=[], rules_pack="experience")
-    assert recommend_strategies(d, "cuda", None, strategies=packs)
-    assert recommend_strategies(Diagnosis(primary=None, rules_pack="x"), "cuda", None, strategies=packs) == []
+    assert pack_scores(d, "cuda", None, strategies=packs)
+    assert pack_scores(Diagnosis(primary=None, rules_pack="x"), "cuda", None, strategies=packs) == []
 
 
 def test_anti_patterns_are_separate_and_conditional(packs):
     d = diagnosis(bottleneck("dram"))
-    warn = recommend_strategies(d, "triton", {"dram_throughput_pct": 90.0}, strategies=packs, anti_patterns=True)
+    warn = pack_scores(d, "triton", {"dram_throughput_pct": 90.0}, strategies=packs, anti_patterns=True)
     assert "anti-more-warps-on-bandwidth-bound" in ids(warn)
     assert all(packs.strategies[i].anti_pattern for i in ids(warn))
-    calm = recommend_strategies(d, "triton", {"dram_throughput_pct": 30.0, "dram_roofline_fraction": 0.3},
+    calm = pack_scores(d, "triton", {"dram_throughput_pct": 30.0, "dram_roofline_fraction": 0.3},
                                 strategies=packs, anti_patterns=True)
     assert "anti-more-warps-on-bandwidth-bound" not in ids(calm)
 
@@ -116,10 +117,10 @@ def test_anti_patterns_are_separate_and_conditional(packs):
 def test_accepts_metrics_model(packs):
     m = Metrics(source="json", kernels=[KernelMetrics(name="k", dominant=True, metrics={
         "waves_per_sm": MetricValue(key="waves_per_sm", name="launch__waves_per_multiprocessor", value=0.25)})])
-    recs = recommend_strategies(diagnosis(bottleneck("launch")), "cuda", m, strategies=packs)
+    recs = pack_scores(diagnosis(bottleneck("launch")), "cuda", m, strategies=packs)
     assert "cuda-split-k" in ids(recs)
     assert "waves_per_sm=0.25 < 1" in {r.strategy: r for r in recs}["cuda-split-k"].reason
 
 
 def test_torch_backend_gets_no_backend_specific_strategies(packs):
-    assert recommend_strategies(diagnosis(bottleneck("dram")), "torch", None, strategies=packs) == []
+    assert pack_scores(diagnosis(bottleneck("dram")), "torch", None, strategies=packs) == []

@@ -31,6 +31,7 @@ from common import provenance, synthetic_records, write_jsonl, write_result  # n
 
 from kernelopt.experience.store import ExperienceStore  # noqa: E402
 from kernelopt.models import Situation  # noqa: E402
+from kernelopt.recommend import recommend  # noqa: E402
 
 QUERIES = ["rms norm", "fused softmax", "batched gemm", "paged attention decode", "layer norm backward",
            "bias gelu", "transpose 2d", "histogram atomics", "topk selection", "conv2d nhwc", "group norm"]
@@ -59,13 +60,13 @@ def main() -> None:
     import_s = time.perf_counter() - t0
 
     with ExperienceStore(db) as store:
-        store.recommend(Situation(kernel="warm up", backend="triton", bottleneck="dram"))
+        recommend(Situation(kernel="warm up", backend="triton", bottleneck="dram"), store=store)
         times = []
         for i in range(args.repeats):
             q = QUERIES[i % len(QUERIES)]
             situation = Situation(kernel=q, backend="triton", chip="sm_90", bottleneck="dram", stall="long_scoreboard")
             t = time.perf_counter()
-            store.recommend(situation, n=5)
+            recommend(situation, n=5, store=store)
             times.append((time.perf_counter() - t) * 1000)
         # Every query a new kernel text: the query embedding is computed each time.
         times_new = []
@@ -73,14 +74,14 @@ def main() -> None:
             situation = Situation(kernel=f"{QUERIES[i % len(QUERIES)]} variant {i}", backend="triton",
                                   chip="sm_90", bottleneck="dram")
             t = time.perf_counter()
-            store.recommend(situation, n=5)
+            recommend(situation, n=5, store=store)
             times_new.append((time.perf_counter() - t) * 1000)
         # The same without the packs: the experience part alone.
         times_exp = []
         for i in range(args.repeats):
             situation = Situation(kernel=QUERIES[i % len(QUERIES)], backend="triton", chip="sm_90", bottleneck="dram")
             t = time.perf_counter()
-            store.recommend(situation, n=5, include_packs=False)
+            recommend(situation, n=5, include_packs=False, store=store)
             times_exp.append((time.perf_counter() - t) * 1000)
 
     env = {**os.environ, "KERNELOPT_DB": str(db), "HF_HUB_OFFLINE": "1"}

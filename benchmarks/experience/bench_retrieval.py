@@ -35,6 +35,7 @@ from common import provenance, write_result  # noqa: E402
 
 from kernelopt.experience.store import ExperienceStore, seed_store  # noqa: E402
 from kernelopt.models import ExperienceRecord, Situation  # noqa: E402
+from kernelopt.recommend import recommend  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -69,14 +70,14 @@ def main() -> None:
             expected = set(case.pop("expected"))
             s = Situation(**case)
             ranked = {
-                "kernelopt": [r.strategy for r in store.recommend(s, n=10, include_packs=False).recommendations],
-                "kernelopt+packs": [r.strategy for r in store.recommend(s, n=10).recommendations],
+                "kernelopt": [r.strategy for r in recommend(s, n=10, include_packs=False, store=store).recommendations],
+                "kernelopt+packs": [r.strategy for r in recommend(s, n=10, store=store).recommendations],
                 "exact_match": exact_match(records, s),
             }
             os.environ["KERNELOPT_NO_EMBEDDINGS"] = "1"
             try:
                 ranked["kernelopt_bm25_fallback"] = [
-                    r.strategy for r in store.recommend(s, n=10, include_packs=False).recommendations]
+                    r.strategy for r in recommend(s, n=10, include_packs=False, store=store).recommendations]
             finally:
                 del os.environ["KERNELOPT_NO_EMBEDDINGS"]
             row = {"situation": case, "expected": sorted(expected)}

@@ -55,6 +55,61 @@ def _metrics_arg(text: str | None, flag: str) -> dict[str, Any] | None:
     return out
 
 
+def _metrics_values(text: str | None, flag: str = "--metrics") -> dict[str, float]:
+    """`--metrics`: NAME=NUMBER,..., a JSON object, or a path to any file `profile --import`
+    reads (kernelopt metrics.json, ncu CSV, .ncu-rep, JSON dump): catalog key -> number."""
+    from kernelopt.errors import BadInput
+    from kernelopt.experience.importers import metric_values
+
+    if text is None or not text.strip():
+        return {}
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{flag}: malformed JSON: {exc.msg}") from None
+        if not isinstance(value, dict):
+            raise BadInput(f"{flag}: expected a JSON object of name -> number")
+        return metric_values(value, flag)
+    if "=" not in stripped or Path(stripped).is_file():
+        from kernelopt.profile import import_metrics
+
+        if not Path(stripped).is_file():
+            raise BadInput(f"{flag} {stripped}: no such metrics file (or give NAME=NUMBER[,NAME=NUMBER...])")
+        return import_metrics(stripped).values()
+    pairs: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in stripped.split(","))):
+        k, sep, v = pair.partition("=")
+        if not sep or not k.strip():
+            raise BadInput(f"{flag} {pair!r}: expected NAME=NUMBER[,NAME=NUMBER...], a JSON object or a metrics file")
+        pairs[k.strip()] = v.strip()
+    return metric_values(pairs, flag)
+
+
+def _read_diagnosis(path: str) -> Any:
+    """A `kernelopt diagnose --json` document (or an error document from it: refused)."""
+    from pydantic import ValidationError
+
+    from kernelopt.errors import BadInput
+    from kernelopt.files import read_text
+    from kernelopt.models.diagnosis import Diagnosis
+
+    text = read_text(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+    if isinstance(doc, dict) and "error" in doc and "primary" not in doc:
+        raise BadInput(f"{path}: holds an error from diagnose, not a diagnosis")
+    try:
+        return Diagnosis.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "(document)"
+        raise BadInput(f"{path}: not a `kernelopt diagnose --json` document: {where}: {first['msg']}") from None
+
+
 def _record_line(rec: Any) -> str:
     sp = f"{rec.speedup:.2f}x" if rec.speedup else "-"
     strategies = ",".join(rec.strategies) or "-"
@@ -127,25 +182,32 @@ def add(json_file: str | None, db_path: str | None, **fields: Any) -> None:
 @click.option("--diagnosis", "diagnosis_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="A `kernelopt diagnose --json` output: bottleneck, sub-cause, kernel and the metric values "
                    "it cites come from it (flags given override it).")
+@click.option("--device", help="Where it runs, e.g. 'NVIDIA H100 80GB HBM3': records of other devices count less.")
+@click.option("--dtype", help="fp32, bf16, ...: records of other dtypes count less.")
+@click.option("--family", help="Problem family, e.g. norm: records of the same family count as similar kernels.")
+@click.option("--shape-class", help="Problem size class, e.g. ~1e9B: records of other classes count less.")
 @click.option("-n", "n", type=click.IntRange(min=1), default=5, show_default=True, help="How many strategies (>= 1).")
 @click.option("--explain", is_flag=True, help="Show the parts of each score.")
 @click.option("--no-packs", is_flag=True, help="Rank from experience only (leave the strategy packs out).")
 @json_option
 @db_option
 def recommend(kernel: str | None, backend: str | None, chip: str | None, bottleneck: str | None, stall: str | None,
-              metrics: str | None, diagnosis_path: str | None, n: int, explain: bool, no_packs: bool, as_json: bool,
+              metrics: str | None, diagnosis_path: str | None, device: str | None, dtype: str | None,
+              family: str | None, shape_class: str | None, n: int, explain: bool, no_packs: bool, as_json: bool,
               db_path: str | None) -> None:
-    """Rank strategies for a situation from past outcomes and the strategy packs.
+    """Rank strategies for a situation from past outcomes and the strategy packs (kernelopt.recommend).
 
     Your own measured outcomes in a matching situation rank above curated guidance and
-    pack advice; each recommendation names the records that support it."""
-    from kernelopt.experience.recommend import metrics_from_argument, read_diagnosis, situation_from
+    pack advice; each recommendation names the records that support it. The seed line is
+    the fastest configuration measured for a similar situation."""
+    from kernelopt.recommend import recommend as rank, situation_from
 
-    diagnosis = read_diagnosis(diagnosis_path) if diagnosis_path else None
+    diagnosis = _read_diagnosis(diagnosis_path) if diagnosis_path else None
     situation = situation_from(kernel=kernel, backend=backend, chip=chip, bottleneck=bottleneck, stall=stall,
-                               metrics=metrics_from_argument(metrics), diagnosis=diagnosis)
+                               metrics=_metrics_values(metrics), diagnosis=diagnosis, device=device, dtype=dtype,
+                               family=family, shape_class=shape_class)
     with _store(db_path) as store:
-        answer = store.recommend(situation, n=n, include_packs=not no_packs)
+        answer = rank(situation, store, n=n, include_packs=not no_packs)
     if answer.retrieval == "bm25":
         # Said on stderr too, so it is seen under --json as well.
         click.echo(f"kernelopt: warning: {next(n for n in answer.notes if 'BM25' in n)}", err=True)
@@ -159,6 +221,9 @@ def recommend(kernel: str | None, backend: str | None, chip: str | None, bottlen
                              + (f"  records: {', '.join(r.records[:3])}" if r.records else ""))
         if not a.recommendations:
             lines.append("no recommendation: no similar experience and no pack strategy for this situation")
+        if a.seed is not None:
+            knobs = ", ".join(f"{k}={v}" for k, v in a.seed.knobs.items())
+            lines.append(f"start from: {knobs} ({a.seed.reason})")
         if a.known_failures:
             lines.append("known failures in similar situations:")
             lines += [f"  - {f.strategy}: {f.reason}" for f in a.known_failures]
@@ -316,7 +381,9 @@ def mappings(check: bool, as_json: bool) -> None:
     table = load_mappings()
     data = as_table(table)
     if check:
-        data["warnings"] = check_targets(table)
+        from kernelopt.strategies import load_strategies, metric_keys
+
+        data["warnings"] = check_targets(table, load_strategies().strategies, metric_keys())
 
     def human(d: dict[str, Any]) -> str:
         lines = ["files: " + ", ".join(d["files"]), "strategies:"]

@@ -197,3 +197,36 @@ def kernel_text(kernel: str | None) -> str:
             glosses.append(gloss)
     plain = " ".join(lowered) if words else text.lower()
     return f"{plain} ({'; '.join(glosses)})" if glosses else plain
+
+
+_NOT_A_DIM = {"BYTES", "FLOPS", "SEED"}
+
+
+def shape_class(dims: Any) -> str | None:
+    """The order of magnitude of a problem's size, in steps of 1000x: '~1e9B' for a 4 GB problem.
+
+    From the problem's BYTES when it declares one, else from the product of its integer
+    constants (4 bytes an element). A `--small` run and a full-size run of one problem land
+    in different classes; the suite's full-size problems share one."""
+    import math
+
+    if not isinstance(dims, dict) or not dims:
+        return None
+    nbytes = dims.get("BYTES")
+    if not isinstance(nbytes, (int, float)) or isinstance(nbytes, bool) or nbytes <= 0:
+        sizes = [v for k, v in dims.items() if k not in _NOT_A_DIM and isinstance(v, int)
+                 and not isinstance(v, bool) and v >= 2]
+        if not sizes:
+            return None
+        nbytes = 4.0 * math.prod(sizes)
+    return f"~1e{3 * round(math.log10(float(nbytes)) / 3)}B"
+
+
+def device_model(device: str | None) -> str | None:
+    """The device's model, without its index: 'cuda:1 (NVIDIA H100 80GB HBM3)' -> 'nvidia h100 80gb hbm3';
+    'cpu (Triton interpreter)' stays itself. None when unknown."""
+    if not device or not device.strip():
+        return None
+    text = device.strip()
+    m = re.fullmatch(r"cuda(?::\d+)?\s*\((.*)\)", text)
+    return (m.group(1) if m else text).strip().lower()

@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from kernelopt.errors import BadInput
 
@@ -149,13 +149,10 @@ def _load(stamp: tuple[tuple[str, int, int], ...]) -> NameMappings:
     return out
 
 
-def check_targets(mappings: NameMappings) -> list[str]:
-    """Warnings: mapped strategy ids that no loaded pack defines, metric keys not in the catalog."""
-    from kernelopt.profile.catalog import load_catalog
-    from kernelopt.strategies import load_strategies
-
-    ids = set(load_strategies().strategies)
-    keys = set(load_catalog().by_key)
+def check_targets(mappings: NameMappings, ids: Iterable[str], keys: Iterable[str]) -> list[str]:
+    """Warnings: mapped strategy ids not among `ids` (the loaded packs'), metric keys not among
+    `keys` (the metric catalog's). The caller loads both: the store knows neither."""
+    ids, keys = set(ids), set(keys)
     warnings = [f"{mappings.strategy_origin[a]}: strategies.{a}: {t!r} is not a strategy in any loaded pack"
                 for a, targets in sorted(mappings.strategies.items()) for t in targets.values() if t not in ids]
     warnings += [f"{m.origin}: metrics.{a}: {m.key!r} is not a metric catalog key"

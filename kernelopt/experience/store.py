@@ -29,13 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from kernelopt.errors import BadInput
-from kernelopt.models.experience import (
-    ExperienceAnswer,
-    ExperienceRecord,
-    ExperienceStats,
-    SearchHit,
-    Situation,
-)
+from kernelopt.experience.index import situation_text
+from kernelopt.models.experience import ExperienceRecord, ExperienceStats, SearchHit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,18 +38,15 @@ if TYPE_CHECKING:
     from kernelopt.experience.embeddings import Embedder
 
 SCHEMA_KIND = "kernelopt-experience"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SQLITE_MAGIC = b"SQLite format 3\x00"
-# Missing situation embeddings that recommend/search compute on the spot; more than
-# this and they use what is indexed and ask for `reindex` (a model run is ~10 ms/text).
-LAZY_EMBED_LIMIT = 64
 
 T = TypeVar("T")
 
-_JSON_COLS = ("dims", "metrics_before", "metrics_after", "strategies", "params", "merged_from")
+_JSON_COLS = ("dims", "metrics_before", "metrics_after", "strategies", "params", "merged_from", "features")
 _TEXT_COLS = (
     "id", "created_at", "kernel", "backend", "chip", "device", "dtype", "bottleneck", "stall",
-    "hypothesis", "rationale", "expected", "outcome", "notes", "source", "merged_into",
+    "hypothesis", "rationale", "expected", "outcome", "notes", "source", "merged_into", "family",
 )
 _REAL_COLS = ("speedup", "time_before_ms", "time_after_ms")
 
@@ -66,18 +58,6 @@ def default_db_path() -> Path:
         return Path(env).expanduser()
     base = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "kernelopt" / "experience.db"
-
-
-def situation_text(kernel: str | None) -> str:
-    """The text embedded for a record and for a query: the kernel description, glossed.
-
-    Backend, bottleneck, chip and stall are matched structurally by recommend, so they
-    stay out of the text: with them in, the shared boilerplate ("triton backend, dram
-    bound") outweighed the kernel words in the similarity.
-    """
-    from kernelopt.experience.labels import kernel_text
-
-    return kernel_text(kernel)
 
 
 def text_sha(model: str, text: str) -> str:
@@ -114,8 +94,8 @@ def _retry(fn: Callable[[], T], attempts: int = 50) -> T:
 
 def _migrate_v1(db: Any) -> None:
     db["meta"].create({"key": str, "value": str}, pk="key")
-    cols: dict[str, type] = {c: str for c in _TEXT_COLS if c != "merged_into"}
-    cols.update({c: str for c in _JSON_COLS if c != "merged_from"})
+    cols: dict[str, type] = {c: str for c in _TEXT_COLS if c not in ("merged_into", "family")}
+    cols.update({c: str for c in _JSON_COLS if c not in ("merged_from", "features")})
     cols.update({c: float for c in _REAL_COLS})
     cols.update({"correct": int, "situation": str})
     db["records"].create(cols, pk="id")
@@ -135,7 +115,14 @@ def _migrate_v2(db: Any) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[Any], None]] = [_migrate_v1, _migrate_v2]
+def _migrate_v3(db: Any) -> None:
+    # v3: what recommend matches kernels on besides their names: the problem family (the
+    # suite README's column) and the structural features of the source (kernelopt.source).
+    db["records"].add_column("family", str)
+    db["records"].add_column("features", str)
+
+
+MIGRATIONS: list[Callable[[Any], None]] = [_migrate_v1, _migrate_v2, _migrate_v3]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -564,11 +551,11 @@ class ExperienceStore:
     def _seed(self) -> "ExperienceStore | None":
         return seed_store() if self.use_seed and self.path != ":memory:" else None
 
-    # --- recommend, search
+    # --- search
 
     def index(self) -> Any:
-        """The per-process matrix view used by recommend (rebuilt when the database changed)."""
-        from kernelopt.experience.recommend import build_index
+        """The per-process column view that search and recommend read (rebuilt when the database changed)."""
+        from kernelopt.experience.index import build_index
 
         # data_version moves when another connection commits; _generation when this one
         # changes records (not when it caches an embedding: that must not cost a rebuild).
@@ -577,14 +564,9 @@ class ExperienceStore:
             self._index_cache = (key, build_index(self))
         return self._index_cache[1]
 
-    def recommend(self, situation: Situation, n: int = 5, *, include_packs: bool = True) -> ExperienceAnswer:
-        from kernelopt.experience.recommend import recommend
-
-        return recommend(self, situation, n=n, include_packs=include_packs)
-
     def search(self, query: str, n: int = 10) -> list[SearchHit]:
         """Records nearest in meaning to `query` (BM25 when no model loads), user's and seed."""
-        from kernelopt.experience.recommend import search
+        from kernelopt.experience.index import search
 
         return search(self, query, n=n)
 

@@ -22,7 +22,7 @@ from kernelopt.models.harness import (
     Verification,
 )
 from kernelopt.models.metrics import KernelMetrics, Metrics, MetricValue, Roofline, RuleResult, StaticResources
-from kernelopt.models.recommendation import Recommendation
+from kernelopt.models.recommendation import Advice, Recommendation, Seed
 from kernelopt.models.strategy import Knob, Override, PackCheck, PackInfo, Strategy, StrategyPack, StrategySet
 
 __all__ = [
@@ -32,6 +32,6 @@ __all__ = [
     "BenchResult", "Candidate", "FailureReason", "OutputCheck", "Problem", "Timing", "TimingStats", "Trial",
     "Verification",
     "KernelMetrics", "Metrics", "MetricValue", "Roofline", "RuleResult", "StaticResources",
-    "Recommendation",
+    "Advice", "Recommendation", "Seed",
     "Knob", "Override", "PackCheck", "PackInfo", "Strategy", "StrategyPack", "StrategySet",
 ]

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kernelopt.models.common import Backend, Category, Model
-from kernelopt.models.recommendation import Recommendation
+from kernelopt.models.recommendation import Advice, ExperienceAnswer, KnownFailure, Recommendation, Situation
 
 Outcome = Literal["success", "neutral", "failure", "incorrect"]
 
@@ -29,6 +29,9 @@ class ExperienceRecord(Model):
     device: str | None = Field(None, description="device name, e.g. NVIDIA H100 80GB HBM3")
     dims: dict[str, Any] | str | None = Field(None, description="problem signature: shapes")
     dtype: str | None = None
+    family: str | None = Field(None, description="problem family, e.g. 'norm'")
+    features: list[str] = Field(default_factory=list, description="structural features of the kernel before the change "
+                                                                  "(kernelopt.source.features)")
     bottleneck: Category | None = Field(None, description="diagnosis category before the change")
     stall: str | None = Field(None, description="sub-cause / dominant stall before the change")
     metrics_before: dict[str, float] = Field(default_factory=dict)
@@ -49,34 +52,6 @@ class ExperienceRecord(Model):
     merged_into: str | None = Field(None, description="set when merge folded this record into another")
 
 
-class Situation(Model):
-    """What `recommend` is asked about."""
-
-    kernel: str
-    backend: Backend | None = None
-    chip: str | None = None
-    bottleneck: Category | None = None
-    stall: str | None = None
-    metrics: dict[str, float] = Field(default_factory=dict)
-
-
-class KnownFailure(Model):
-    strategy: str
-    records: list[str] = Field(default_factory=list)
-    outcomes: dict[str, int] = Field(default_factory=dict)
-    worst_speedup: float | None = None
-    similarity: float | None = Field(None, description="relevance of the closest failed record; None for a pack anti-pattern")
-    reason: str
-    source: Literal["experience", "pack"] = "experience"
-
-
-class ExperienceAnswer(Model):
-    recommendations: list[Recommendation] = Field(default_factory=list)
-    known_failures: list[KnownFailure] = Field(default_factory=list)
-    retrieval: Literal["embedding", "bm25", "structured"] = "embedding"
-    notes: list[str] = Field(default_factory=list)
-
-
 class SearchHit(Model):
     record: ExperienceRecord
     score: float
@@ -94,3 +69,7 @@ class ExperienceStats(Model):
     unindexed: int = 0
     schema_version: int
     path: str
+
+
+__all__ = ["Advice", "ExperienceAnswer", "ExperienceRecord", "ExperienceStats", "KnownFailure", "Outcome",
+           "Recommendation", "SearchHit", "Situation"]

@@ -10,7 +10,7 @@ from kernelopt.models.common import Category, Model
 from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Problem, Timing, TimingStats
 from kernelopt.models.metrics import Metrics
-from kernelopt.models.recommendation import Recommendation
+from kernelopt.models.recommendation import KnownFailure, Recommendation
 
 KnobValue = int | float | str | bool | None
 
@@ -87,6 +87,11 @@ class OptimizeContext(Model):
     recommendations: dict[str, list[Recommendation]] = Field(
         default_factory=dict, description="version id -> strategies recommended for its diagnosis"
     )
+    known_failures: dict[str, list[KnownFailure]] = Field(
+        default_factory=dict, description="version id -> strategies that failed in similar situations (ranked later)")
+    seed_knobs: dict[str, KnobValue] = Field(
+        default_factory=dict, description="knob values of the fastest configuration measured for a similar situation "
+                                          "(kernelopt.recommend): every optimizer that takes knobs starts there")
     history: list[Attempt] = Field(default_factory=list)
     tried_sources: list[str] = Field(default_factory=list, description="sha256 of normalised sources already evaluated")
     proposals_per_member: int = 4
@@ -137,6 +142,7 @@ class RunConfig(Model):
     proposals_per_member: int = 4
     seed: int = 0
     executor: str = "local"
+    family: str | None = Field(None, description="problem family (the suite README's column): recommend matches on it")
     device: str | None = Field(None, description="e.g. 'NVIDIA H100 80GB HBM3' or 'cpu (Triton interpreter)'")
     env: dict[str, str | None] = Field(
         default_factory=dict, description="software summary: driver, cuda, torch, triton, python versions"

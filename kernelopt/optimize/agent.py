@@ -318,59 +318,40 @@ def _result(path: Path, state: RunState, vid: str, profiled: str, store: Any, pr
 
 def next_steps_for(state: RunState, version: Version, backend: str, problem: str, store: Any,
                    limit: int | None = NEXT_SHOWN) -> tuple[list[NextStep], list[Any], list[str]]:
-    """Strategies to try on `version` (the packs for its diagnosis, blended with the experience
-    store when one is open), those this run already tried last, the first `limit` of them;
-    known failures to avoid; notes on what the recommendations could not use."""
+    """Strategies to try on `version` (the recommend stage: the packs for its diagnosis blended
+    with the experience store when one is open), those this run already tried last, the first
+    `limit` of them; known failures to avoid; notes on what the recommendations could not use."""
     from kernelopt.optimize.loop import attempt_of
-    from kernelopt.strategies import recommend_strategies
+    from kernelopt.recommend import recommend, situation_from
 
     notes: list[str] = []
-    recs: list[Any] = []
-    avoid: list[Any] = []
-    if version.diagnosis is not None:
-        try:
-            recs = list(recommend_strategies(version.diagnosis, backend, version.metrics))
-        except Exception as exc:  # noqa: BLE001 - a broken pack must not hide the measurement
-            notes.append(f"strategy packs unavailable ({exc})")
-    else:
+    if version.diagnosis is None:
         notes.append(f"{version.id} has no diagnosis (needs a GPU with Nsight Compute): "
                      "recommendations come from past outcomes of similar kernels only")
-    if store is not None:
-        try:
-            from kernelopt.experience.recommend import situation_from
-
-            situation = situation_from(kernel=problem, backend=backend, diagnosis=version.diagnosis,
-                                       metrics=version.metrics.values() if version.metrics else None)
-            answer = store.recommend(situation, n=NEXT_SHOWN * 2)
-            seen = {r.strategy for r in answer.recommendations}
-            recs = list(answer.recommendations) + [r for r in recs if r.strategy not in seen]
-            avoid = list(answer.known_failures)
-        except Exception as exc:  # noqa: BLE001 - advisory
-            notes.append(f"experience recommendations unavailable ({exc})")
+    try:
+        situation = situation_from(kernel=problem, backend=backend, diagnosis=version.diagnosis,
+                                   metrics=version.metrics.values() if version.metrics else None,
+                                   device=version.evaluation.device if version.evaluation else None)
+        advice = recommend(situation, store, n=NEXT_SHOWN * 2)
+    except Exception as exc:  # noqa: BLE001 - advisory: a broken pack or store must not hide the measurement
+        notes.append(f"recommendations unavailable ({exc})")
+        return [], [], notes
+    notes += advice.notes
+    if advice.seed is not None:
+        knobs = ", ".join(f"{k}={v}" for k, v in advice.seed.knobs.items())
+        notes.append(f"start from: {knobs} ({advice.seed.reason})")
     tried: dict[str, list[str]] = {}
     for v in state.versions.values():
         if v.proposal is not None and v.proposal.strategy and v.evaluation is not None:
             parent = state.versions.get(v.parent or "")
             tried.setdefault(v.proposal.strategy, []).append(f"{v.id}: {attempt_of(v, parent).outcome}")
-    packs = _pack_strategies()
-    # Past outcomes come from every backend; a CUDA-only strategy is no next step for a Triton kernel.
-    recs = [r for r in recs if r.strategy not in packs or packs[r.strategy].backend in (backend, "any")]
-    steps = [NextStep(strategy=r.strategy, title=r.title or (packs[r.strategy].title if r.strategy in packs else None),
-                      reason=r.reason, source=r.source, score=r.score, tried=tried.get(r.strategy, [])) for r in recs]
-    # Untried first (stable: each group keeps its ranking); a tried one stays visible, marked.
-    steps.sort(key=lambda s: bool(s.tried))
-    return steps[:limit], avoid[:3], notes
-
-
-def _pack_strategies() -> dict[str, Any]:
-    """Strategy id -> Strategy from the loaded packs (titles and backends; experience
-    recommendations carry only the id)."""
-    try:
-        from kernelopt.strategies import load_strategies
-
-        return dict(load_strategies().strategies)
-    except Exception:  # noqa: BLE001 - a broken pack leaves the recommendations unfiltered, not lost
-        return {}
+    steps = [NextStep(strategy=r.strategy, title=r.title, reason=r.reason, source=r.source, score=r.score,
+                      tried=tried.get(r.strategy, [])) for r in advice.recommendations]
+    # Untried first, then an optimizer's generic moves (stable: each group keeps its ranking);
+    # a tried one stays visible, marked.
+    generic = {r.strategy for r in advice.recommendations if r.generic}
+    steps.sort(key=lambda s: (bool(s.tried), s.strategy in generic))
+    return steps[:limit], advice.known_failures[:3], notes
 
 
 def _ratio(base: Version | None, new: Version | None) -> float | None:

@@ -26,6 +26,8 @@ from kernelopt.problem import normalized_source_hash
 # A change counts as faster / slower beyond this relative difference of medians.
 SAME_BAND = 0.02
 RETIME_TOP = 3
+# Strategies asked of the recommend stage for each beam member.
+RECOMMENDATIONS = 12
 # Failures that give no verdict on the answer (the candidate never produced one).
 _EXECUTION_FAILURES = ("compile", "runtime", "timeout", "crash")
 
@@ -66,6 +68,7 @@ class Loop:
         self.spent_before = sum(self.state.spent.values())
         self.candidates: dict[str, Candidate] = {}
         self._hashes: dict[str, str] = {}  # version id -> normalised source hash (a version's file never changes)
+        self._advice: dict[str, Any] = {}  # version id -> recommend's Advice for it
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -183,25 +186,54 @@ class Loop:
         return beam
 
     def context(self, round_: int) -> OptimizeContext:
-        from kernelopt.strategies import recommend_strategies
-
         beam = [self.state.versions[v] for v in self.state.beam]
-        recs = {}
-        for v in beam:
-            if v.diagnosis is not None:
-                try:
-                    recs[v.id] = recommend_strategies(v.diagnosis, self.candidate(v.id).backend, v.metrics)
-                except Exception:  # noqa: BLE001 - a pack problem must not stop the search; proposals go on without hints
-                    recs[v.id] = []
+        advice = {v.id: self.advice(v) for v in beam}
+        recs = {vid: a.recommendations for vid, a in advice.items()}
+        seed = next((a.seed for a in advice.values() if a.seed is not None), None)
         tried = sorted(self.known_sources())
         options = dict(self.config.optimizer_options)
         options["prompt_shas"] = [v.proposal.extra.get("prompt_sha") for v in self.state.versions.values()
                                   if v.proposal and v.proposal.extra.get("prompt_sha")]
         return OptimizeContext(
-            problem=self.problem, round=round_, beam=beam, recommendations=recs, history=self.history(),
+            problem=self.problem, round=round_, beam=beam, recommendations=recs,
+            known_failures={vid: a.known_failures for vid, a in advice.items()},
+            seed_knobs=seed.knobs if seed is not None else {}, history=self.history(),
             tried_sources=tried, proposals_per_member=self.config.proposals_per_member,
             budget_left=self.budget_left(), device=self.config.device, roofline_floor_ms=self.floor_ms(),
             seed=self.config.seed, options=options,
+        )
+
+    def advice(self, version: Version) -> Any:
+        """The recommend stage's answer for one beam member (packs and experience; once per version:
+        this run's own records are left out, so the answer does not move while the run goes on)."""
+        from kernelopt.models.recommendation import Advice
+        from kernelopt.recommend import recommend
+
+        if version.id not in self._advice:
+            try:
+                self._advice[version.id] = recommend(self.situation(version), self.experience, n=RECOMMENDATIONS)
+            except Exception as exc:  # noqa: BLE001 - advice is advisory: the search goes on without hints
+                self.say(f"{version.id}: no recommendation ({type(exc).__name__}: {exc})")
+                self._advice[version.id] = Advice()
+        return self._advice[version.id]
+
+    def situation(self, version: Version) -> Any:
+        """What recommend is asked about for `version`: this problem, where it runs, its diagnosis
+        and the structural features of its source."""
+        from kernelopt.experience.labels import shape_class
+        from kernelopt.recommend import situation_from
+        from kernelopt.source import features
+
+        try:
+            feats = sorted(features(Path(version.path).read_text(), version.path))
+        except OSError:
+            feats = []
+        return situation_from(
+            kernel=self.problem.name, backend=self.candidate(version.id).backend, diagnosis=version.diagnosis,
+            metrics=version.metrics.values() if version.metrics else None,
+            device=version.evaluation.device if version.evaluation and version.evaluation.device else None,
+            dtype=self.problem.dtype, family=self.config.family, shape_class=shape_class(problem_dims(self.problem)),
+            features=feats, exclude_sources=[run_source(self.config)],
         )
 
     def floor_ms(self) -> float | None:
@@ -517,17 +549,26 @@ def experience_record(version: Version, parent: Version, problem: Problem, confi
     elif speedup is not None:
         outcome = "success" if speedup > 1 + SAME_BAND else "failure" if speedup < 1 - SAME_BAND else "neutral"
     interpreter = bool(ev and ev.interpreter)
+    from kernelopt.recommend import generic_strategy
+    from kernelopt.source import features
+
+    try:
+        feats = sorted(features(Path(parent.path).read_text(), parent.path))
+    except OSError:
+        feats = []
     return ExperienceRecord(
-        kernel=problem.name,
+        kernel=problem.name, family=config.family, features=feats,
         backend=(ev.candidate.backend if ev else None),
         device=(ev.device if ev else None),
-        dims={k: v for k, v in problem.constants.items() if isinstance(v, (int, float))} or None,
+        dims=problem_dims(problem) or None,
         dtype=problem.dtype,
         bottleneck=primary.category if primary else None,
         stall=primary.subcause if primary else None,
         metrics_before={k: float(v) for k, v in before.items()},
         metrics_after={k: float(v) for k, v in after.items()},
-        strategies=[proposal.strategy] if proposal.strategy else [],
+        # Every outcome votes: a move no pack entry fits records its optimizer's generic id.
+        strategies=[proposal.strategy or generic_strategy(proposal.optimizer or config.optimizer,
+                                                          proposal.extra.get("phase"))],
         params={k: v for k, v in proposal.knobs.items()},
         hypothesis=proposal.change,
         expected=proposal.expected,
@@ -538,26 +579,18 @@ def experience_record(version: Version, parent: Version, problem: Problem, confi
         time_after_ms=version.median_ms if correct else None,
         notes=("interpreter wall times (CPU), not GPU times" if interpreter else None)
         or (f"{ev.failure.reason}: {ev.failure.message[:300]}" if ev and ev.failure else None),
-        source=f"run:{Path(config.kernel).stem}:{config.created_at}:{version.id}",
+        source=f"{run_source(config)}{version.id}",
     )
 
 
-def experience_seed_knobs(problem: Problem, start: Candidate) -> dict[str, Any]:
-    """Knob values that made a past run of the same problem faster (the best recorded success),
-    restricted to knobs the starting kernel has: the knob search tries them first."""
-    try:
-        from kernelopt.experience.store import ExperienceStore
-        from kernelopt.optimize.knobs.discover import discover_knobs
+def run_source(config: RunConfig) -> str:
+    """The `source` prefix of the experience records a run writes (one per version after it)."""
+    return f"run:{Path(config.kernel).stem}:{config.created_at}:"
 
-        names = {k.name for k in discover_knobs(Path(start.path).read_text(), start.path)}
-        records = ExperienceStore().list(kernel=problem.name, backend=start.backend, outcome="success", limit=200)
-    except Exception:  # noqa: BLE001 - experience is advice; no store, no seed
-        return {}
-    exact = [r for r in records if r.kernel == problem.name and r.params and r.speedup]
-    if not exact:
-        return {}
-    best = max(exact, key=lambda r: r.speedup or 0.0)
-    return {k: v for k, v in best.params.items() if k in names}
+
+def problem_dims(problem: Problem) -> dict[str, Any]:
+    """The problem's numeric module constants (its shape): what records keep as `dims`."""
+    return {k: v for k, v in problem.constants.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, device: str) -> tuple[Any, Any, str | None]:
@@ -608,7 +641,8 @@ def optimize(
     trials: int = 3,
     timeout_s: float = 300.0,
     profile: bool = True,
-    experience: bool = True,
+    experience: bool | str | Path = True,
+    family: str | None = None,
     optimizer_secrets: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
@@ -616,6 +650,9 @@ def optimize(
 ) -> RunState:
     """Search for a faster correct kernel; everything lands in `run_dir` (see docs/optimize.md).
 
+    `experience`: True uses the default store ($KERNELOPT_DB), a path that database, False none:
+    the store is asked for recommendations and seeds every round, and learns each outcome.
+    `family`: the problem family, which recommend matches other problems' records on.
     `optimizer_secrets` (an API key) reach the optimizer only: they are never written
     to the run directory (run.json holds `optimizer_options`, not these). `budget_minutes`
     bounds the whole run's wall time: engine start and baselines, profiling, search and the
@@ -631,18 +668,13 @@ def optimize(
     if budget_evals is not None and budget_evals < 1:
         raise BadInput(f"--budget-evals {budget_evals}: need at least 1")
     problem = load_problem(problem_path, overrides, dtype)
-    start = load_candidate(kernel_path)  # a bad starting kernel is bad input before anything starts
+    load_candidate(kernel_path)  # a bad starting kernel is bad input before anything starts
     optimizer_options = dict(optimizer_options or {})
-    if optimizer == "knobs" and experience and "seed_knobs" not in optimizer_options:
-        # Recorded in run.json, so a resumed run starts from the same seed.
-        seeded = experience_seed_knobs(problem, start)
-        if seeded:
-            optimizer_options["seed_knobs"] = seeded
     config = RunConfig(
         problem=str(Path(problem_path).resolve()), overrides=dict(overrides or {}), dtype=dtype,
         kernel=str(Path(kernel_path).resolve()), optimizer=optimizer, optimizer_options=optimizer_options,
         budget_evals=budget_evals, budget_minutes=budget_minutes, rounds=rounds, beam=beam,
-        proposals_per_member=proposals_per_member, seed=seed, executor=executor,
+        proposals_per_member=proposals_per_member, seed=seed, executor=executor, family=family,
         kernelopt_version=kernelopt_version(), git_commit=git_commit(), created_at=now_iso(),
     )
     rundir = RunDir.create(run_dir, config)
@@ -652,7 +684,7 @@ def optimize(
 
 
 def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselines: Sequence[str] = ("eager", "compile"),
-           trials: int = 3, timeout_s: float = 300.0, profile: bool = True, experience: bool = True,
+           trials: int = 3, timeout_s: float = 300.0, profile: bool = True, experience: bool | str | Path = True,
            optimizer_secrets: dict[str, Any] | None = None,
            progress: Callable[[str], None] | None = None, status: Callable[[str], None] | None = None,
            engine_progress: Callable[[Any], None] | None = None) -> RunState:
@@ -673,7 +705,7 @@ def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselin
 
 
 def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[str] | None, baselines: Sequence[str],
-         trials: int, timeout_s: float, profile: bool, experience: bool, progress: Any, status: Any,
+         trials: int, timeout_s: float, profile: bool, experience: bool | str | Path, progress: Any, status: Any,
          engine_progress: Any, secrets: dict[str, Any] | None = None, started: float | None = None) -> RunState:
     from kernelopt.harness.evaluate import Engine
     from kernelopt.optimize.base import get_optimizer
@@ -689,7 +721,7 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
         try:
             from kernelopt.experience.store import ExperienceStore
 
-            store = ExperienceStore()
+            store = ExperienceStore(None if experience is True else experience)
         except Exception as exc:  # noqa: BLE001 - advisory: the run goes on without remembering
             (progress or (lambda t: None))(f"experience store unavailable ({exc}); outcomes are not recorded")
     try:

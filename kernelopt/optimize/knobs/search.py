@@ -2,9 +2,10 @@
 
 Order of moves around each beam member (see docs/knobs.md):
 
-1. experience seed (`seed_knobs`): the knob values that worked on a similar kernel;
-2. the strategy packs' knob hints, for the strategies recommended for the member's
-   diagnosis (context.recommendations, then the diagnosis' own strategy ids): `values`
+1. experience seed (the `seed_knobs` option, else `context.seed_knobs`: the fastest
+   configuration the recommend stage found measured for a similar situation);
+2. the strategy packs' knob hints, in the recommend stage's blended order (packs and
+   experience: context.recommendations, then the diagnosis' own strategy ids): `values`
    are tried as listed, `scale` factors snap to the next legal value in their direction.
    What moves first and which way comes from the packs, not from code here;
 3. coordinate moves: one knob one step in its domain (hinted knobs and directions first);
@@ -32,6 +33,7 @@ from kernelopt.models.strategy import Knob, Strategy
 from kernelopt.optimize.base import at_roofline
 from kernelopt.optimize.knobs.discover import KnobSite, find_sites
 from kernelopt.optimize.knobs.rewrite import in_domain, set_knobs
+from kernelopt.recommend import generic_strategy
 
 # Kinds the search moves by default. Directives (eviction policy, cache modifiers, loop
 # pipelining) and autotune configs join only when a pack hint names them; num_ctas and
@@ -238,7 +240,7 @@ class KnobSearchOptimizer:
     def _moves(self, context: OptimizeContext, version: Version, current: Config, space: dict[str, KnobSite],
                hints: list[tuple[Strategy, Knob]]) -> Iterator[_Move]:
         # 1. experience seed: the whole seed at once, then each of its values alone
-        seed = self._seed_changes(current, space)
+        seed = self._seed_changes(self.seed_knobs or context.seed_knobs, current, space)
         if seed:
             yield _Move(seed, "seed")
             if len(seed) > 1:
@@ -319,9 +321,9 @@ class KnobSearchOptimizer:
             out.extend((strategy, knob) for knob in strategy.knobs)
         return out
 
-    def _seed_changes(self, current: Config, space: dict[str, KnobSite]) -> Config:
+    def _seed_changes(self, seed: Config, current: Config, space: dict[str, KnobSite]) -> Config:
         changes: Config = {}
-        for name, value in self.seed_knobs.items():
+        for name, value in seed.items():
             targets = [name] if name in space else [n for n in space if param_of(n) == name]
             if len(targets) != 1:
                 continue  # ambiguous or absent here: the seed came from another kernel
@@ -348,7 +350,9 @@ class KnobSearchOptimizer:
                           "coordinate": "local search: one knob one step from the best config",
                           "pair": "local search: two knobs one step each",
                           "polish": "local search: the full neighbourhood of the best config"}.get(move.phase, move.phase)
-        return Proposal(source=source, parent=version.id, strategy=strategy.id if strategy else None, change=change,
+        # A move no pack entry made still names its kind (knobs.coordinate, ...): every outcome votes.
+        return Proposal(source=source, parent=version.id, strategy=strategy.id if strategy else generic_strategy(self.name, move.phase),
+                        change=change,
                         knobs=config, bottleneck=bottleneck, metric=metric, expected=expected, hypothesis=hypothesis,
                         optimizer=self.name, extra={"phase": move.phase, "changes": changes})
 

@@ -172,7 +172,8 @@ class LLMOptimizer:
 
         With no untried recommendation left, one free-choice prompt (strategy None).
         """
-        recs = context.recommendations.get(member.id, [])
+        # An optimizer's own generic moves (knobs.coordinate, ...) are no strategy to write code for.
+        recs = [r for r in context.recommendations.get(member.id, []) if not r.generic]
         tried = {a.strategy for a in context.history if a.parent == member.id and a.strategy}
         untried = [r for r in dict((r.strategy, r) for r in recs).values() if r.strategy not in tried]
         ordered = [r for r in untried if r.strategy not in used_this_round] + [
