@@ -169,3 +169,17 @@ def test_a_second_optimize_run_starts_from_what_the_first_found(tmp_path: Path, 
     assert v1.median_ms == best.median_ms  # the second run's first step is the first run's best
     events = [json.loads(x) for x in (tmp_path / "b" / "events.jsonl").read_text().splitlines() if x.strip()]
     assert [e["version"] for e in events if e["type"] == "proposed"][:2] == ["v0", "v1"]
+
+
+def test_transform_names_only_where_the_precondition_holds() -> None:
+    """single-pass-row carries the single_pass_row transform, which needs a multi-pass row kernel:
+    named for one, not for a single-pass one (the reason says why)."""
+    def ranked(features: list[str]):
+        advice = recommend(Situation(kernel="softmax", bottleneck="dram", backend="triton", features=features), n=30)
+        return next(r for r in advice.recommendations if r.strategy == "single-pass-row"), advice
+
+    multi, advice = ranked(["triton", "row_loop", "multi_pass", "reduction"])
+    assert multi.transform == "single_pass_row" and ("single-pass-row", "single_pass_row") in advice.transforms()
+    single, advice = ranked(["triton", "row_loop", "reduction"])
+    assert single.transform is None and "single_pass_row does not apply here" in single.reason
+    assert "single-pass-row" not in dict(advice.transforms())
