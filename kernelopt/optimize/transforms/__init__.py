@@ -18,6 +18,7 @@ BUILTIN: dict[str, str] = {
     "flat_elementwise": "kernelopt.optimize.transforms.flat_elementwise:FlatElementwise",
     "grouped_program_order": "kernelopt.optimize.transforms.grouped_program_order:GroupedProgramOrder",
     "persistent_grid": "kernelopt.optimize.transforms.persistent_grid:PersistentGrid",
+    "rows_per_program": "kernelopt.optimize.transforms.rows_per_program:RowsPerProgram",
     "single_pass_row": "kernelopt.optimize.transforms.single_pass_row:SinglePassRow",
 }
 

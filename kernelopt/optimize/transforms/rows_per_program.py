@@ -1,0 +1,202 @@
+"""rows_per_program: each program of a row kernel handles ROWS_PER_PROGRAM rows, not one.
+
+A kernel launched one program per row (`row = tl.program_id(0)`, grid `(rows,)`) on short
+rows runs many tiny programs: each one's fixed cost (start, index math, the reduction's
+synchronisation) is paid per row, and each keeps little memory traffic in flight. The
+rewrite wraps the kernel body in
+
+    for r in range(0, ROWS_PER_PROGRAM):
+        row_id = tl.program_id(0) * ROWS_PER_PROGRAM + r
+        if row_id < n_rows:
+            <the body, with program_id(0) replaced by row_id>
+
+so program p runs exactly what programs p*R .. p*R+R-1 ran before, in order; the rows past
+the end (the last program's tail) do nothing. Every launch divides the grid's first
+dimension by ROWS_PER_PROGRAM (cdiv, read from META so the two always agree) and passes the
+row count it had; ROWS_PER_PROGRAM is a literal launch argument: a knob.
+
+It declines kernels whose axis-0 program index is a flat tile index (`pid * BLOCK`: an
+elementwise kernel; a larger BLOCK is that kernel's knob), kernels that read
+`tl.num_programs(0)` (a persistent or grid-stride loop), that `return` early (it would skip
+the program's later rows), that take parameters with defaults, and launches whose grid is
+not a tuple written in the source or whose row count depends on the launch's META.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kernelopt.errors import BadInput
+from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
+from kernelopt.optimize.transforms.base import TransformError
+from kernelopt.optimize.transforms.triton_edit import (
+    Parsed,
+    add_launch_kwargs,
+    add_params,
+    applies,
+    constexpr_annotation,
+    decline,
+    fresh,
+    grid_of,
+    parse_for_apply,
+    parse_for_sites,
+    program_ids,
+    reindent_edits,
+    text,
+    tl_calls,
+    triton_module,
+    used_names,
+)
+from kernelopt.source import Edit, JitKernel, apply_edits, indent_of
+
+NAME = "rows_per_program"
+PARAM = "ROWS_PER_PROGRAM"
+
+
+class _Launch:
+    def __init__(self, call: ast.Call, rows: str, grid_edit: Edit) -> None:
+        self.call, self.rows, self.grid_edit = call, rows, grid_edit
+
+
+def _pid_names(fn: ast.FunctionDef, calls: list[ast.Call]) -> set[str]:
+    """Names bound directly to tl.program_id(0) in the kernel."""
+    ids = {id(c) for c in calls}
+    return {t.id for s in ast.walk(fn) if isinstance(s, ast.Assign) and id(s.value) in ids
+            for t in s.targets if isinstance(t, ast.Name)}
+
+
+def _flat_tile_index(k: JitKernel, calls: list[ast.Call]) -> bool:
+    """program_id(0) (or a name bound to it) multiplied by a constexpr: a flat tile index."""
+    pid_names = _pid_names(k.fn, calls)
+    ids = {id(c) for c in calls}
+
+    def is_pid(n: ast.AST) -> bool:
+        return id(n) in ids or (isinstance(n, ast.Name) and n.id in pid_names)
+
+    for n in ast.walk(k.fn):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            for a, b in ((n.left, n.right), (n.right, n.left)):
+                if is_pid(a) and isinstance(b, ast.Name) and b.id in k.constexprs:
+                    return True
+    return False
+
+
+def _body(fn: ast.FunctionDef) -> list[ast.stmt]:
+    """The kernel body without its docstring."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return body
+
+
+class RowsPerProgram:
+    name = NAME
+    backend = "triton"
+    summary = "each program of a row kernel handles ROWS_PER_PROGRAM consecutive rows (grid / ROWS_PER_PROGRAM)"
+    requires = ["triton"]
+    params = [TransformParam(name=PARAM, default=4, domain=[1, 2, 4, 8, 16, 32],
+                             doc="rows each program handles; a knob of the result")]
+
+    def _plan(self, p: Parsed, k: JitKernel, rpp: str, triton: str) -> list[_Launch] | str:
+        fn, al = k.fn, p.al
+        if PARAM in k.params:
+            return f"already takes {PARAM}"
+        pids = program_ids(k, al)
+        if None in pids:
+            return "reads a program id whose axis is computed"
+        if 0 not in pids:
+            return "does not read tl.program_id(0): not one program per row"
+        if tl_calls(fn, al, "num_programs"):
+            return "reads tl.num_programs (a persistent or grid-stride loop): programs are not rows"
+        if _flat_tile_index(k, pids[0]):
+            return "program_id(0) indexes BLOCK-sized tiles of a flat range (an elementwise kernel), not rows"
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)):
+            return "returns early: inside a loop over rows that would skip the program's later rows"
+        if fn.args.defaults or fn.args.kw_defaults or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs:
+            return "takes parameters with defaults, *args or keyword-only parameters"
+        if fn not in p.src.tree.body:
+            return "the kernel is not defined at module level"
+        body = _body(fn)
+        if not body or body[0].lineno == fn.lineno or any(s.lineno == o.lineno for s, o in zip(body, body[1:])):
+            return "the kernel body shares a line with its signature or puts two statements on one line"
+        calls = p.launches.get(fn.name, [])
+        if not calls:
+            return f"no launch of {fn.name} in this file to divide the grid of"
+        out = []
+        for call in calls:
+            tup, lam, why = grid_of(p, call)
+            if tup is None:
+                return f"the launch at line {call.lineno}: {why}"
+            first = tup.elts[0]
+            slice_ = call.func.slice  # type: ignore[attr-defined]
+            if lam is not None:
+                meta = {a.arg for a in lam.args.args}
+                if meta & {n.id for n in ast.walk(first) if isinstance(n, ast.Name)}:
+                    return f"the launch at line {call.lineno}: the grid's row count depends on the launch's META"
+                arg = lam.args.args[0].arg if lam.args.args else None
+                if arg is None:
+                    return f"the launch at line {call.lineno}: the grid lambda takes no META argument"
+                edit = (p.src.start(first), p.src.end(first),
+                        f"{triton}.cdiv({text(p, first)}, {arg}[{rpp!r}])")
+                out.append(_Launch(call, text(p, first), edit))
+            elif isinstance(slice_, (ast.Tuple, ast.List)):
+                rest = "".join(f", {text(p, e)}" for e in tup.elts[1:])
+                edit = (p.src.start(slice_), p.src.end(slice_),
+                        f"lambda META: ({triton}.cdiv({text(p, first)}, META[{rpp!r}]){rest or ','})")
+                out.append(_Launch(call, text(p, first), edit))
+            else:  # a name bound to a tuple: read it at the launch
+                g = text(p, slice_)
+                edit = (p.src.start(slice_), p.src.end(slice_),
+                        f"lambda META: ({triton}.cdiv({g}[0], META[{rpp!r}]), *{g}[1:])")
+                out.append(_Launch(call, f"{g}[0]", edit))
+        return out
+
+    def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
+        p = parse_for_sites(NAME, source, path)
+        if isinstance(p, list):
+            return p
+        out = []
+        for name, k in p.kernels.items():
+            plan = self._plan(p, k, PARAM, "triton")
+            if isinstance(plan, str):
+                out.append(decline(NAME, name, plan, k.fn.lineno))
+            else:
+                out.append(applies(NAME, k, f"one program per row -> {PARAM} rows per program "
+                                            f"({len(plan)} launch(es) divide their grid)", {PARAM: 4}))
+        return out
+
+    def apply(self, source: str, site: str, **params: ParamValue) -> str:
+        unknown = set(params) - {PARAM}
+        if unknown:
+            raise TransformError(f"{NAME}: unknown parameter {sorted(unknown)[0]!r} (known: {PARAM})")
+        rows_per = params.get(PARAM, 4)
+        if not (isinstance(rows_per, int) and not isinstance(rows_per, bool) and rows_per >= 1):
+            raise TransformError(f"{NAME}: {PARAM}={rows_per!r} is not a positive integer")
+        p, k = parse_for_apply(source, site)
+        triton, header = triton_module(p)
+        plan = self._plan(p, k, PARAM, triton)
+        if isinstance(plan, str):
+            raise TransformError(plan)
+        src, fn, tl = p.src, k.fn, p.al.tl_prefix()
+        taken = used_names(src.tree)
+        n_rows, r, pid = fresh(taken, "n_rows"), fresh(taken, "rr"), fresh(taken, "row_id")
+        edits: list[Edit] = list(header)
+        edits.append(add_params(p, k, [n_rows, f"{PARAM}: {constexpr_annotation(p)}"]))
+        for call in program_ids(k, p.al)[0]:
+            edits.append((src.start(call), src.end(call), pid))
+        body = _body(fn)
+        inner = indent_of(src, body[0])
+        unit = inner[len(indent_of(src, fn)):] or "    "
+        at = src.line_starts[body[0].lineno - 1]
+        edits.append((at, at, f"{inner}for {r} in range(0, {PARAM}):  # {PARAM} consecutive rows per program\n"
+                              f"{inner}{unit}{pid} = {tl}.program_id(0) * {PARAM} + {r}\n"
+                              f"{inner}{unit}if {pid} < {n_rows}:\n"))
+        edits += reindent_edits(src, body[0].lineno, fn.end_lineno or fn.lineno, add=unit * 2)
+        for launch in plan:
+            edits.append(launch.grid_edit)
+            edits.append(add_launch_kwargs(p, launch.call, [(n_rows, launch.rows), (PARAM, str(rows_per))]))
+        try:
+            return apply_edits(source, edits, what=f"{NAME} on {site}")
+        except BadInput as exc:
+            raise TransformError(str(exc)) from None
