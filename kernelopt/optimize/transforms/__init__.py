@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "single_pass_row": "kernelopt.optimize.transforms.single_pass_row:SinglePassRow",
 }
 
+
 REGISTRY = Registry("transform", ENTRY_POINT_GROUP, BUILTIN)
 
 __all__ = ["BUILTIN", "REGISTRY", "Transform", "TransformError", "available", "get_transform", "resolve_params"]
