@@ -15,6 +15,7 @@ ENTRY_POINT_GROUP = "kernelopt.transforms"
 
 # name -> "module:attribute"; imported only when used, so the CLI stays fast.
 BUILTIN: dict[str, str] = {
+    "autotune_table": "kernelopt.optimize.transforms.autotune_table:AutotuneTable",
     "flat_elementwise": "kernelopt.optimize.transforms.flat_elementwise:FlatElementwise",
     "grouped_program_order": "kernelopt.optimize.transforms.grouped_program_order:GroupedProgramOrder",
     "persistent_grid": "kernelopt.optimize.transforms.persistent_grid:PersistentGrid",
