@@ -16,6 +16,7 @@ ENTRY_POINT_GROUP = "kernelopt.transforms"
 # name -> "module:attribute"; imported only when used, so the CLI stays fast.
 BUILTIN: dict[str, str] = {
     "autotune_table": "kernelopt.optimize.transforms.autotune_table:AutotuneTable",
+    "dot_inner_product": "kernelopt.optimize.transforms.dot_inner_product:DotInnerProduct",
     "flat_elementwise": "kernelopt.optimize.transforms.flat_elementwise:FlatElementwise",
     "grouped_program_order": "kernelopt.optimize.transforms.grouped_program_order:GroupedProgramOrder",
     "persistent_grid": "kernelopt.optimize.transforms.persistent_grid:PersistentGrid",
