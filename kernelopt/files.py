@@ -21,3 +21,16 @@ def read_text(path: str | Path, what: str = "") -> str:
         raise BadInput(f"{path}: is a directory, expected a file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read: {exc}") from None
+
+
+def read_bytes(path: str | Path, what: str = "") -> bytes:
+    """The file's bytes exactly as stored (what a hash must be taken of); BadInput as `read_text`."""
+    path = Path(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such {what + ' ' if what else ''}file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path}: is a directory, expected a file") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.errors import BadInput
-from kernelopt.files import read_text
+from kernelopt.files import read_bytes, read_text
 from kernelopt.models.harness import Candidate, Problem
 
 PROBLEM_ENTRIES = ("Model", "get_inputs", "get_init_inputs")
@@ -158,6 +158,20 @@ def load_problem(path: str | Path, overrides: dict[str, str] | None = None, dtyp
     )
 
 
+def small_shape(path: str | Path) -> dict[str, str] | None:
+    """The problem's module-level `SMALL` dict (its small shape) as `--set` strings; None when it
+    declares none. Read statically, never run."""
+    p = Path(path)
+    for node in _parse(p, read_text(p, "problem")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SMALL" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return None
+            return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) and value else None
+    return None
+
+
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -206,7 +220,12 @@ def detect_backend(tree: ast.Module) -> str:
 def load_candidate(path: str | Path) -> Candidate:
     """Check a candidate file statically: entry point, backend, sha256. Nothing is executed."""
     p = Path(path)
-    source = read_text(p, "candidate")
+    # One read: the bytes parsed are the bytes hashed (the runner compares what it loads with this hash).
+    data = read_bytes(p, "candidate")
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{p}: cannot read: {exc}") from None
     tree = _parse(p, source)
     names = _top_level_names(tree)
     if "ModelNew" in names:
@@ -220,7 +239,7 @@ def load_candidate(path: str | Path) -> Candidate:
         name=p.stem,
         backend=detect_backend(tree),  # type: ignore[arg-type]
         entry=entry,  # type: ignore[arg-type]
-        sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        sha256=hashlib.sha256(data).hexdigest(),
     )
 
 

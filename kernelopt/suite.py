@@ -151,16 +151,12 @@ def _module_tree(path: Path) -> ast.Module:
 
 def small_shape(problem_path: Path) -> dict[str, str]:
     """The problem's module-level SMALL dict as `--set` strings (read statically, never run)."""
-    for node in _module_tree(problem_path).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SMALL" for t in node.targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError):
-                break
-            if isinstance(value, dict) and value:
-                return {str(k): str(v) for k, v in value.items()}
-            break
-    raise BadInput(f"{problem_path}: --small needs a module-level SMALL dict of constant overrides")
+    from kernelopt.problem import small_shape as declared
+
+    small = declared(problem_path)
+    if small is None:
+        raise BadInput(f"{problem_path}: --small needs a module-level SMALL dict of constant overrides")
+    return small
 
 
 _ARITH: dict[type, Callable[[Any, Any], Any]] = {

@@ -96,3 +96,31 @@ def loop_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def read_api_key(api_key: str | None, api_key_file: str | None) -> str | None:
+    """The key given by `--api-key-file PATH` or `--api-key -` (stdin); None: the environment's.
+
+    A key given as `--api-key VALUE` still works but sits in argv, which every process of the
+    user can read (/proc/PID/cmdline): one line on stderr says so."""
+    import sys
+
+    from kernelopt.errors import BadInput
+    from kernelopt.files import read_text
+
+    if api_key is not None and api_key_file is not None:
+        raise BadInput("--api-key and --api-key-file: give one")
+    if api_key_file is not None:
+        key = read_text(api_key_file, "API key").strip()
+        if not key:
+            raise BadInput(f"{api_key_file}: empty; expected the API key")
+        return key
+    if api_key == "-":
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise BadInput("--api-key -: no key on stdin")
+        return key
+    if api_key:
+        click.echo("warning: --api-key on the command line is readable by every process of this user "
+                   "(/proc/PID/cmdline); use --api-key-file PATH, --api-key - (stdin) or the environment", err=True)
+    return api_key or None

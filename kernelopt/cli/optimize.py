@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from kernelopt.cli.common import dtype_option, emit, json_option, loop_options, parse_overrides, set_option
+from kernelopt.cli.common import (dtype_option, emit, json_option, loop_options, parse_overrides, read_api_key,
+                                  set_option)
 
 
 def render_summary(s: Any) -> str:
@@ -17,11 +18,16 @@ def render_summary(s: Any) -> str:
         spread = f" (IQR range {s.speedup_low:.2f}-{s.speedup_high:.2f}x)" if s.speedup_low and s.speedup_high else ""
         lines.append(f"best       {s.best.id}: {s.best_ms:.4g} ms vs v0 {s.start_ms:.4g} ms -> {s.speedup:.2f}x{spread}"
                      f" [{s.time_label}{', re-timed A-B-B-A' if s.retimed else ''}]")
+        if s.shapes:
+            lines.append(f"shapes     {s.shapes}")
         for label, ratio in s.vs_baselines.items():
             lines.append(f"vs {label:<8}{ratio:.2f}x ({s.baselines_ms[label]:.4g} ms)")
     if s.lineage:
         lines.append("lineage    " + " -> ".join(f"{v.id}" + (f" [{v.change}]" if v.change and v.id != 'v0' else "")
                                               for v in s.lineage))
+    lines += [f"refused    {c}" for c in s.refused]
+    if s.best_kernel_refused:
+        lines.append(f"refused    best_kernel.py not written: {s.best_kernel_refused}")
     lines.append("report     " + (", ".join(s.files) if s.files else "-"))
     return "\n".join(lines)
 
@@ -49,7 +55,11 @@ def render_summary(s: Any) -> str:
 @click.option("--provider", default=None, help="llm: openai, anthropic or command.")
 @click.option("--model", default=None, help="llm: model name (or KERNELOPT_LLM_MODEL).")
 @click.option("--base-url", default=None, help="llm: OpenAI-compatible endpoint (or OPENAI_BASE_URL).")
-@click.option("--api-key", default=None, help="llm: key (else from the environment); never written anywhere.")
+@click.option("--api-key", default=None,
+              help="llm: key, or - to read it from stdin (else from the environment); never written anywhere. "
+                   "A key on the command line is readable by other processes: prefer --api-key-file.")
+@click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
+              help="llm: read the key from this file (its first line); never written anywhere.")
 @click.option("--llm-command", default=None, help="llm --provider command: the command; prompt on stdin, reply on stdout.")
 @click.option("--repairs", type=click.IntRange(min=0), default=2, show_default=True,
               help="llm: times a failing candidate goes back to the model with its failure.")
@@ -59,7 +69,7 @@ def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple
              proposals_per_member: int, seed: int, run_dir: str | None, resume_dir: str | None, executor: str,
              baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool,
              provider: str | None, model: str | None, base_url: str | None, api_key: str | None,
-             llm_command: str | None, repairs: int, as_json: bool) -> None:
+             api_key_file: str | None, llm_command: str | None, repairs: int, as_json: bool) -> None:
     """Search for a faster kernel that is still correct, starting from CANDIDATE.
 
     Every version is verified and timed through the engine; the best ones are
@@ -79,7 +89,8 @@ def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple
     names = parse_baselines(baselines)
     common: dict[str, Any] = dict(baselines=names, trials=trials, timeout_s=timeout_s, profile=not no_profile,
                                   experience=not no_experience)
-    secrets = {"api_key": api_key} if api_key else {}
+    key = read_api_key(api_key, api_key_file)
+    secrets = {"api_key": key} if key else {}
     with TerminalProgress() as progress:
         common.update(progress=progress.line, status=progress.set_status,
                       engine_progress=lambda e: progress.set_status(f"{e.candidate}: {e.text}"))

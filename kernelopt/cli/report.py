@@ -21,4 +21,6 @@ def report(rundir: str, as_json: bool) -> None:
     from kernelopt.report import build_report
 
     summary = build_report(rundir)
-    emit(summary, as_json, lambda s: "\n".join(s.files))
+    emit(summary, as_json, lambda s: "\n".join([*s.files, *(f"refused: {c}" for c in s.refused),
+                                                *([f"best_kernel.py not written: {s.best_kernel_refused}"]
+                                                  if s.best_kernel_refused else [])]))

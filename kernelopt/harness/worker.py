@@ -250,10 +250,15 @@ class Verifier:
             self.runner_hosted = True
             last = self.ask(LoadRequest(candidate=req.candidate, seed=self.cfg.seed), deadline)
             phase("load")
-            if last.sha256:
-                # The hash of the bytes that ran, not of the file as read earlier.
-                ev.candidate = req.candidate.model_copy(update={"sha256": last.sha256})
-            if not last.ok:
+            if last.sha256 and last.sha256 != req.candidate.sha256:
+                # The engine hashed the file it sent; the runner loaded other bytes (the file was
+                # rewritten in between). The record keeps the engine's hash, never the runner's:
+                # that one comes from the candidate's own module globals, which it can forge.
+                ev.failure = Failure(reason="tampered", stage="load",
+                                     message=f"the runner reports other bytes (sha256 {last.sha256[:12]}) than the "
+                                             f"engine hashed and sent ({req.candidate.sha256[:12]}): the file changed "
+                                             "in between, or the candidate rewrote its hash")
+            elif not last.ok:
                 ev.failure = Failure(reason=last.reason or "compile", stage="load", message=last.message or "failed",
                                      traceback=last.traceback)
             if ev.failure is None and req.verify:

@@ -84,6 +84,20 @@ class Verification(Model):
     rtol: float
     trials: list[Trial] = Field(default_factory=list)
     failure: "Failure | None" = Field(None, description="the failure with its detail: traceback, captured output")
+    shapes: list["ShapeCheck"] = Field(
+        default_factory=list, description="`check --shapes auto`: the verdicts at the problem's other shapes")
+
+
+class ShapeCheck(Model):
+    """A candidate verified at one shape of its problem (`kernelopt.harness.shapes`)."""
+
+    label: str = Field(description="'declared' (the shape it was optimized at), 'SMALL' (the problem's SMALL dict) "
+                                   "or 'ragged' (each shape constant moved to an odd nearby value)")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="the constants set for this check")
+    passed: bool = Field(description="correct at this shape (True also when it could not be checked)")
+    checked: bool = Field(True, description="False when the problem itself does not build at this shape")
+    reason: FailureReason | None = None
+    message: str | None = None
 
 
 class TimingStats(Model):

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kernelopt.models.common import Category, Model
 from kernelopt.models.diagnosis import Diagnosis
-from kernelopt.models.harness import Evaluation, Problem, Timing, TimingStats
+from kernelopt.models.harness import Evaluation, Problem, ShapeCheck, Timing, TimingStats
 from kernelopt.models.metrics import Metrics
 from kernelopt.models.recommendation import KnownFailure, Recommendation
 
@@ -50,17 +50,21 @@ class Version(Model):
     path: str = Field(description="kernel.py of this version, inside the run directory")
     parent: str | None = None
     proposal: Proposal | None = Field(None, description="None for the starting kernel v0")
+    sha256: str | None = Field(None, description="sha256 of kernel.py as the loop wrote it (its `proposed` event)")
+    refused: str | None = Field(
+        None, description="why this version's results are not used: its kernel.py no longer holds the bytes that "
+                          "were evaluated (found on replay), or it failed the final re-verification. Never correct.")
     evaluation: Evaluation | None = None
     metrics: Metrics | None = None
     diagnosis: Diagnosis | None = None
 
     @property
     def correct(self) -> bool:
-        return self.evaluation is not None and self.evaluation.passed
+        return self.evaluation is not None and self.evaluation.passed and self.refused is None
 
     @property
     def median_ms(self) -> float | None:
-        return self.evaluation.median_ms if self.evaluation and self.evaluation.passed else None
+        return self.evaluation.median_ms if self.evaluation and self.correct else None
 
 
 class Attempt(Model):
@@ -115,6 +119,7 @@ EventType = Literal[
     "promoted",  # the new beam, best first
     "baselines",  # eager / torch.compile timings
     "retimed",  # the final interleaved re-timing of the best few (A-B-B-A)
+    "verified",  # the winner verified once more (its recorded bytes), at its shape and the problem's others
     "round_finished",
     "run_finished",
     "lesson",
@@ -165,6 +170,9 @@ class RunState(Model):
     retimed: dict[str, TimingStats] = Field(
         default_factory=dict, description="version id -> its final interleaved re-timing"
     )
+    verified: dict[str, list[ShapeCheck]] = Field(
+        default_factory=dict, description="version id -> the final re-verification: its shape first, then the "
+                                          "problem's SMALL and ragged shapes")
     round_best: dict[int, str | None] = Field(
         default_factory=dict, description="round -> best version id when the round finished"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from kernelopt.models.common import Model
+from kernelopt.models.harness import ShapeCheck
 from kernelopt.models.optimize import KnobValue
 
 
@@ -17,7 +18,8 @@ class VersionRow(Model):
     change: str = Field(description="the one change, or 'starting kernel' for v0")
     strategy: str | None = None
     knobs: dict[str, KnobValue] = Field(default_factory=dict)
-    verdict: str = Field(description="correct | not evaluated | the failure reason (incorrect, compile, timeout, ...)")
+    verdict: str = Field(description="correct | not evaluated | refused (kernel.py changed after evaluation, or the "
+                                     "final re-verification failed) | the failure reason (incorrect, compile, ...)")
     failure: str | None = Field(None, description="the failure's one-line message")
     median_ms: float | None = None
     iqr_ms: float | None = None
@@ -91,3 +93,12 @@ class RunSummary(Model):
         description="wall seconds by phase: startup, baselines, profiling, search, retiming (every process of the run)")
     spent_total_s: float = Field(0.0, description="the sum of spent: the run's wall time as recorded")
     files: list[str] = Field(default_factory=list, description="what render_run wrote")
+    refused: list[str] = Field(
+        default_factory=list, description="why versions were refused (their kernel.py changed after evaluation, or "
+                                          "the final re-verification failed); their results are not used")
+    shape_checks: list[ShapeCheck] = Field(
+        default_factory=list, description="the best version verified at the problem's other shapes (SMALL, ragged)")
+    shapes: str | None = Field(None, description="those checks in one line: where it holds, where it FAILS")
+    shapes_hold: bool | None = Field(None, description="False: the best version is wrong at another shape")
+    best_kernel_refused: str | None = Field(
+        None, description="why best_kernel.py was not written (the best version's file changed)")

@@ -201,8 +201,8 @@ def finish(
     status: Callable[[str], None] | None = None,
     engine_progress: Callable[[Any], None] | None = None,
 ) -> RunState:
-    """Close an agent-mode run: re-time v0 and the best few interleaved (the loop's `retime`),
-    name the winner, record `run_finished`, render the report."""
+    """Close an agent-mode run: re-time v0 and the best few interleaved and verify the fastest once
+    more (the loop's `choose_winner`), name the winner, record `run_finished`, render the report."""
     from kernelopt.harness.evaluate import Engine
     from kernelopt.optimize.loop import Loop
     from kernelopt.problem import load_problem
@@ -214,10 +214,10 @@ def finish(
         with Engine(problem, trials=trials, timeout_s=timeout_s, seed=config.seed, executor=config.executor,
                     devices=devices, progress=engine_progress) as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=AgentOptimizer(), profile=False,
-                        progress=progress, status=status)
+                        progress=progress, status=status, timeout_s=timeout_s)
             loop.evaluate(rundir.pending())
             loop.promote()
-            winner = loop.retime()
+            winner = loop.choose_winner()
         rundir.record_run_finished("finished by the agent", winner)
         state = rundir.replay()
         _render(rundir, progress or (lambda text: None))

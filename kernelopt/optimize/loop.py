@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kernelopt.errors import BadInput, CandidateFailed
-from kernelopt.models.harness import Candidate, Evaluation, Problem, TimingStats
+from kernelopt.models.harness import Candidate, Evaluation, Problem, ShapeCheck, TimingStats
 from kernelopt.models.optimize import Attempt, OptimizeContext, RunConfig, RunState, Version
 from kernelopt.optimize.base import at_roofline, roofline_share
+from kernelopt.optimize.rundir import changed_message
 from kernelopt.problem import normalized_source_hash
 
 # A change counts as faster / slower beyond this relative difference of medians.
@@ -30,6 +31,10 @@ RETIME_TOP = 3
 RECOMMENDATIONS = 12
 # Failures that give no verdict on the answer (the candidate never produced one).
 _EXECUTION_FAILURES = ("compile", "runtime", "timeout", "crash")
+
+
+class VersionRefused(BadInput):
+    """A version's kernel.py is not the file the loop wrote (its recorded sha256): it is not sent."""
 
 
 class Loop:
@@ -49,10 +54,14 @@ class Loop:
         status: Callable[[str], None] | None = None,
         started: float | None = None,
         setup: dict[str, float] | None = None,
+        check_shapes: bool = True,
+        timeout_s: float = 300.0,
     ) -> None:
         """`started`: when this process began the run (`time.monotonic()`, before its engine started;
         default now); `setup`: seconds its engine took to start, by phase ('startup', 'baselines')."""
         self.rundir = rundir
+        self.check_shapes = check_shapes  # verify the winner at the problem's SMALL and ragged shapes
+        self.timeout_s = timeout_s
         self.problem = problem
         self.config = config
         self.engine = engine
@@ -66,18 +75,28 @@ class Loop:
         self.state: RunState = rundir.replay()
         # What earlier processes of this run spent (a resumed run): the budget is the whole run's.
         self.spent_before = sum(self.state.spent.values())
-        self.candidates: dict[str, Candidate] = {}
         self._hashes: dict[str, str] = {}  # version id -> normalised source hash (a version's file never changes)
         self._advice: dict[str, Any] = {}  # version id -> recommend's Advice for it
 
     # --- helpers ---------------------------------------------------------------------------
 
     def candidate(self, version_id: str) -> Candidate:
+        """The version as the engine sends it, hashed from its file as it is now (never cached: a
+        candidate can rewrite any version's file). VersionRefused when that hash is not the one
+        recorded when the loop wrote the file, so other bytes are never evaluated, re-timed or shipped."""
         from kernelopt.problem import load_candidate
 
-        if version_id not in self.candidates:
-            self.candidates[version_id] = load_candidate(self.rundir.kernel_path(version_id))
-        return self.candidates[version_id]
+        version = self.state.versions.get(version_id)
+        if version is not None and version.refused:
+            raise VersionRefused(version.refused)
+        try:
+            cand = load_candidate(self.rundir.kernel_path(version_id))
+        except BadInput as exc:
+            raise VersionRefused(f"{version_id}/kernel.py: {exc}") from None
+        recorded = version.sha256 if version is not None else None
+        if recorded and cand.sha256 != recorded:
+            raise VersionRefused(changed_message(f"{version_id}/kernel.py", recorded, cand.sha256))
+        return cand
 
     def refresh(self) -> None:
         self.state = self.rundir.replay()
@@ -143,13 +162,34 @@ class Loop:
             return
         ids = list(version_ids)
 
-        def record(index: int, ev: Evaluation) -> None:
-            self.rundir.record_evaluated(ids[index], ev)
-            verdict = f"{ev.timing.median_ms:.4g} ms" if ev.passed and ev.timing else f"FAIL {ev.failure.reason if ev.failure else ''}"
-            self.say(f"{ids[index]}: {verdict}" + (" (suspect time)" if ev.suspect else ""))
+        sent: list[str] = []
+        cands: list[Candidate] = []
+        for vid in ids:
+            try:
+                cands.append(self.candidate(vid))
+                sent.append(vid)
+            except VersionRefused as exc:
+                # Its file is not what the loop wrote: evaluating it would credit these bytes to the version.
+                self.rundir.record_evaluated(vid, self.refused_evaluation(vid, str(exc)))
+                self.say(f"{vid}: refused: {exc}")
 
-        self.engine.evaluate([self.candidate(v) for v in ids], on_result=record)
+        def record(index: int, ev: Evaluation) -> None:
+            self.rundir.record_evaluated(sent[index], ev)
+            verdict = f"{ev.timing.median_ms:.4g} ms" if ev.passed and ev.timing else f"FAIL {ev.failure.reason if ev.failure else ''}"
+            self.say(f"{sent[index]}: {verdict}" + (" (suspect time)" if ev.suspect else ""))
+
+        if cands:
+            self.engine.evaluate(cands, on_result=record)
         self.refresh()
+
+    def refused_evaluation(self, version_id: str, why: str) -> Evaluation:
+        """The evaluation of a version whose file changed before it was sent: failed, never run."""
+        from kernelopt.models.harness import Failure
+
+        version = self.state.versions[version_id]
+        cand = Candidate(path=version.path, name=version_id, backend="torch", entry="ModelNew", sha256="")
+        return Evaluation(problem=self.problem, candidate=cand,
+                          failure=Failure(reason="tampered", stage="load", message=why))
 
     def profile_beam(self) -> None:
         """Profile and diagnose beam members not yet profiled (on a GPU with ncu; static otherwise)."""
@@ -166,7 +206,12 @@ class Loop:
     def profile_one(self, vid: str) -> str:
         """Profile and diagnose one version and record it; returns how: 'ncu', 'static' or 'no'."""
         self.status(f"profiling {vid}")
-        metrics, diagnosis, summary = profile_version(self.problem, self.candidate(vid),
+        try:
+            cand = self.candidate(vid)
+        except VersionRefused as exc:
+            self.say(f"{vid}: not profiled: {exc}")
+            return "no"
+        metrics, diagnosis, summary = profile_version(self.problem, cand,
                                                       self.rundir.version_dir(vid) / "profile", self.engine.devices[0])
         if metrics is None and diagnosis is None:
             return "no"
@@ -379,7 +424,7 @@ class Loop:
         self.record_experience(list(self.state.versions))
         v0 = self.state.versions["v0"]
         if not v0.correct:
-            reason = v0.evaluation.failure.message if v0.evaluation and v0.evaluation.failure else "failed"
+            reason = v0.refused or (v0.evaluation.failure.message if v0.evaluation and v0.evaluation.failure else "failed")
             self.rundir.record_run_finished("starting kernel failed", None)
             raise CandidateFailed(f"{self.config.kernel}: the starting kernel failed: {reason}")
         self.promote()
@@ -435,42 +480,85 @@ class Loop:
         else:
             stop = "rounds"
         since = time.monotonic()
-        winner = self.retime()
+        winner = self.choose_winner()
         self.spend("retiming", since)
         self.rundir.record_run_finished(stop, winner)
         self.refresh()
         return self.state
 
-    def retime(self) -> str | None:
-        """Re-time v0 and the best few interleaved (A-B-C-C-B-A, same method) and pick the winner
-        on the pooled medians: one noisy sample never picks the winner."""
+    def choose_winner(self) -> str | None:
+        """Re-time the best few, then verify the fastest once more before it is named: the winner."""
+        return self.ship(self.retime())
+
+    def retime(self) -> list[str]:
+        """Re-time v0 and the best few interleaved (A-B-C-C-B-A, same method); the candidates for
+        winner, fastest first on the pooled medians (one noisy sample never picks the winner), then
+        those without two credible re-timings in their search order, v0 last."""
         ranked = [v.id for v in self.correct()[:RETIME_TOP]]
-        ids = ranked + (["v0"] if "v0" not in ranked else [])
+        fallback = ranked + (["v0"] if "v0" not in ranked else [])
+        ids = []
+        cands: dict[str, Candidate] = {}
+        for vid in fallback:
+            try:
+                cands[vid] = self.candidate(vid)
+                ids.append(vid)
+            except VersionRefused as exc:
+                self.say(f"{vid}: refused: {exc}")
         if len(ids) < 2:
-            return ranked[0] if ranked else None
+            return fallback
         self.status("re-timing the best candidates")
         order = ids + ids[::-1]
-        cands = [self.candidate(v) for v in order]
-        evs = self.engine.evaluate(cands, verify=False, time=True, workers=1)
+        evs = self.engine.evaluate([cands[v] for v in order], verify=False, time=True, workers=1)
         pooled: dict[str, list[float]] = {}
         stats: dict[str, TimingStats] = {}
         for vid, ev in zip(order, evs):
-            if ev.timing is None:
-                continue
+            if ev.timing is None or ev.failure is not None or ev.suspect:
+                continue  # only credible times pick a winner, as in the search
             pooled.setdefault(vid, []).append(ev.timing.median_ms)
             prev = stats.get(vid)
             stats[vid] = ev.timing if prev is None else _pool(prev, ev.timing)
         if stats:
             self.rundir.record_retimed(stats)
-        candidates = [v for v in ranked if v in pooled and len(pooled[v]) == 2]
-        if not candidates:
-            return ranked[0] if ranked else None
-        winner = min(candidates, key=lambda v: sum(pooled[v]) / 2)
-        if "v0" in pooled and len(pooled["v0"]) == 2:
+        timed = sorted((v for v in ranked if v in pooled and len(pooled[v]) == 2), key=lambda v: sum(pooled[v]) / 2)
+        if timed and "v0" in pooled and len(pooled["v0"]) == 2:
             base = sum(pooled["v0"]) / 2
-            best = sum(pooled[winner]) / 2
-            self.say(f"re-timed: {winner} {best:.4g} ms vs v0 {base:.4g} ms ({base / best:.2f}x)")
-        return winner
+            best = sum(pooled[timed[0]]) / 2
+            self.say(f"re-timed: {timed[0]} {best:.4g} ms vs v0 {base:.4g} ms ({base / best:.2f}x)")
+        return timed + [v for v in fallback if v not in timed]
+
+    def ship(self, order: Sequence[str]) -> str | None:
+        """The first of `order` whose file still holds the bytes evaluated and that passes verification
+        once more (through the engine, at the run's shape); it is then verified at the problem's other
+        shapes. A failure there is reported next to the speedup, not hidden: the kernel is still the
+        fastest correct one at the shape it was optimized for. Everything lands in a `verified` event,
+        and the report writes best_kernel.py from the bytes with the recorded hash."""
+        from kernelopt.harness import shapes
+
+        for vid in order:
+            try:
+                cand = self.candidate(vid)
+            except VersionRefused as exc:
+                self.say(f"{vid}: refused: {exc}")
+                continue
+            self.status(f"verifying {vid} once more")
+            (ev,) = self.engine.evaluate([cand], verify=True, time=False)
+            ok = ev.passed and ev.candidate.sha256 == cand.sha256
+            failure = ev.failure or (ev.verification if ev.verification and not ev.verification.passed else None)
+            checks = [ShapeCheck(label="declared", overrides=dict(self.problem.overrides), passed=ok,
+                                 reason=getattr(failure, "reason", None) if not ok else None,
+                                 message=getattr(failure, "message", None) if not ok else None)]
+            if ok and self.check_shapes:
+                self.status(f"verifying {vid} at the problem's other shapes")
+                checks += shapes.check_shapes(self.problem, cand, timeout_s=self.timeout_s, seed=self.config.seed,
+                                              devices=list(getattr(self.engine, "devices", None) or [])[:1] or None)
+            self.rundir.record_verified(vid, cand.sha256, checks)
+            self.refresh()
+            if ok:
+                if len(checks) > 1:
+                    self.say(f"{vid}: {shapes.describe(checks[1:])}")
+                return vid
+            self.say(f"{vid}: refused: failed the final re-verification ({checks[0].reason})")
+        return None
 
 
 def engine_setup(engine: Any, wall_s: float) -> dict[str, float]:
@@ -729,7 +817,7 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
         with Engine(problem, baselines=baselines, trials=trials, timeout_s=timeout_s, seed=config.seed,
                     executor=config.executor, devices=devices, progress=engine_progress) as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=opt, profile=profile, experience=store,
-                        progress=progress, status=status, started=started,
+                        progress=progress, status=status, started=started, timeout_s=timeout_s,
                         setup=engine_setup(engine, time.monotonic() - engine_start))
             state = loop.run()
     finally:

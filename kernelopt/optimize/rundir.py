@@ -22,6 +22,7 @@ proposed but never evaluated, which is exactly what a resumed loop must evaluate
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -34,7 +35,7 @@ from pydantic_core import to_jsonable_python
 
 from kernelopt.errors import BadInput
 from kernelopt.models.diagnosis import Diagnosis
-from kernelopt.models.harness import Evaluation, Timing, TimingStats
+from kernelopt.models.harness import Evaluation, ShapeCheck, Timing, TimingStats
 from kernelopt.models.metrics import Metrics
 from kernelopt.models.optimize import EventType, Proposal, RunConfig, RunState, Version
 
@@ -170,6 +171,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     # After the last newline: b"" for a clean file, a torn line after a kill mid-write.
     complete = lines[:-1]
     events: list[dict[str, Any]] = []
+    order = _Order()
     for number, line in enumerate(complete, start=1):
         if not line.strip():
             continue
@@ -179,8 +181,45 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             raise BadInput(f"{path}:{number}: not a JSON event (the log is damaged)") from None
         if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES or not isinstance(event.get("seq"), int):
             raise BadInput(f"{path}:{number}: not a run event")
+        problem = order.check(event)
+        if problem:
+            raise BadInput(f"{path}:{number}: {problem}; the log was edited, refusing it")
         events.append(event)
     return events
+
+
+class _Order:
+    """What the one writer guarantees about the order of events, checked line by line.
+
+    `seq` counts from 0 by one (the writer holds the lock and numbers each line as it
+    appends it), a version is proposed once and evaluated once, after its proposal. A
+    duplicated, reordered, deleted or inserted line breaks one of these; a forged line
+    that keeps all of them is not detected here (the version hashes catch a forged
+    evaluation of other bytes)."""
+
+    def __init__(self) -> None:
+        self.seq = -1
+        self.proposed: set[str] = set()
+        self.evaluated: set[str] = set()
+
+    def check(self, event: dict[str, Any]) -> str | None:
+        seq = event["seq"]
+        if seq != self.seq + 1:
+            what = "repeats" if seq <= self.seq else "skips"
+            return f"seq {seq} after {self.seq} ({what} a number: a duplicated, reordered or missing line)"
+        self.seq = seq
+        kind, vid = event["type"], event.get("version")
+        if kind == "proposed":
+            if vid in self.proposed:
+                return f"{vid} proposed a second time"
+            self.proposed.add(str(vid))
+        elif kind == "evaluated":
+            if vid not in self.proposed:
+                return f"{vid} evaluated before it was proposed"
+            if vid in self.evaluated:
+                return f"{vid} evaluated a second time"
+            self.evaluated.add(str(vid))
+        return None
 
 
 class RunDir:
@@ -317,7 +356,11 @@ class RunDir:
             parent = proposal.parent
         # A kill between these writes and the event leaves an orphan folder that no event names;
         # the next write_version reuses the id and overwrites it.
-        atomic_write(folder / "kernel.py", source)
+        data = source.encode("utf-8")
+        # The hash of the bytes written, taken here (the engine's side): a candidate may rewrite
+        # a version's file later, and re-timing, resume and the report compare against this.
+        digest = hashlib.sha256(data).hexdigest()
+        atomic_write(folder / "kernel.py", data)
         atomic_write(folder / "hypothesis.txt", hypothesis_text(version_id, parent, proposal))
         stored = proposal.model_copy(update={"source": ""}) if proposal is not None else None
         self.append(
@@ -326,6 +369,7 @@ class RunDir:
             round=round,
             parent=parent,
             path=f"{version_id}/kernel.py",
+            sha256=digest,
             proposal=stored,
         )
         self._proposed = int(version_id[1:]) + 1
@@ -333,6 +377,7 @@ class RunDir:
             id=version_id,
             round=round,
             path=str(folder / "kernel.py"),
+            sha256=digest,
             parent=parent,
             proposal=proposal.model_copy(update={"source": source}) if proposal is not None else None,
         )
@@ -384,6 +429,10 @@ class RunDir:
     def record_spent(self, phase: str, seconds: float) -> None:
         """Wall seconds this process spent on `phase` (startup, baselines, profiling, search, retiming)."""
         self.append("spent", phase=phase, seconds=round(float(seconds), 3))
+
+    def record_verified(self, version_id: str, sha256: str, checks: list[ShapeCheck]) -> None:
+        """The final re-verification of `version_id` (the bytes with `sha256`): its own shape first."""
+        self.append("verified", version=version_id, sha256=sha256, checks=checks)
 
     def record_round_finished(self, round: int, best: str | None) -> None:
         self.append("round_finished", round=round, best=best)
@@ -451,14 +500,22 @@ def replay_events(events: list[dict[str, Any]], root: Path) -> RunState:
             vid = event["version"]
             proposal = Proposal.model_validate(event["proposal"]) if event.get("proposal") else None
             kernel = root / event["path"]
+            recorded = event.get("sha256")
+            data = _read_bytes(kernel, required=proposal is not None and not recorded)
             if proposal is not None:
-                proposal = proposal.model_copy(update={"source": _read(kernel)})
+                proposal = proposal.model_copy(update={"source": (data or b"").decode("utf-8", "replace")})
             state.versions[vid] = Version(
-                id=vid, round=int(event["round"]), path=str(kernel), parent=event.get("parent"), proposal=proposal
+                id=vid, round=int(event["round"]), path=str(kernel), parent=event.get("parent"), proposal=proposal,
+                sha256=recorded, refused=file_change(event["path"], recorded, data),
             )
         elif kind == "evaluated":
             version = _version(state, event)
             version.evaluation = Evaluation.model_validate(event["evaluation"])
+            ran = version.evaluation.candidate.sha256
+            if version.sha256 and ran != version.sha256 and version.refused is None:
+                # The engine hashes the file it sends; another hash here means other bytes ran.
+                version.refused = (f"{Path(version.path).parent.name}/kernel.py: the evaluation is of other bytes "
+                                   f"(sha256 {ran[:12]}) than were written ({version.sha256[:12]})")
             state.evaluations_done += 1
         elif kind == "profiled":
             version = _version(state, event)
@@ -478,6 +535,16 @@ def replay_events(events: list[dict[str, Any]], root: Path) -> RunState:
             state.baselines.update({k: Timing.model_validate(v) for k, v in event["timings"].items()})
         elif kind == "retimed":
             state.retimed.update({k: TimingStats.model_validate(v) for k, v in event["timings"].items()})
+        elif kind == "verified":
+            version = _version(state, event)
+            checks = [ShapeCheck.model_validate(c) for c in event.get("checks") or []]
+            state.verified[version.id] = checks
+            if version.sha256 and event.get("sha256") != version.sha256 and version.refused is None:
+                version.refused = f"{version.id}: re-verified bytes (sha256 {str(event.get('sha256'))[:12]}) are not " \
+                                  f"the ones written ({version.sha256[:12]})"
+            elif checks and not checks[0].passed and version.refused is None:
+                version.refused = f"{version.id}: failed the final re-verification ({checks[0].reason}: " \
+                                  f"{(checks[0].message or '').splitlines()[0][:200] if checks[0].message else ''})"
         elif kind == "round_finished":
             state.rounds_finished = max(state.rounds_finished, int(event["round"]) + 1)
             state.round_best[int(event["round"])] = event.get("best")
@@ -501,6 +568,49 @@ def _version(state: RunState, event: dict[str, Any]) -> Version:
     if vid not in state.versions:
         raise BadInput(f"events.jsonl: event {event['seq']} ({event['type']}) names {vid!r}, never proposed")
     return state.versions[vid]
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_change(rel: str, recorded: str | None, data: bytes | None) -> str | None:
+    """Why a version's file no longer holds the bytes its `proposed` event recorded; None if it does
+    (or the run predates recorded hashes)."""
+    if not recorded:
+        return None
+    if data is None:
+        return f"{rel}: missing or unreadable (it was written with sha256 {recorded[:12]})"
+    now = sha256_of(data)
+    return changed_message(rel, recorded, now) if now != recorded else None
+
+
+def changed_message(rel: str, recorded: str, now: str) -> str:
+    return f"{rel}: changed after it was written (sha256 {recorded[:12]} recorded, {now[:12]} now); refused"
+
+
+def verified_bytes(version: Version) -> bytes:
+    """`version`'s kernel.py, read once and checked against the hash its `proposed` event recorded.
+
+    BadInput naming the file when it changed: what the loop re-times or ships, and what
+    best_kernel.py is written from, are these bytes and no others."""
+    if version.refused:
+        raise BadInput(version.refused)
+    data = _read_bytes(Path(version.path), required=True) or b""
+    rel = f"{Path(version.path).parent.name}/kernel.py"
+    problem = file_change(rel, version.sha256, data)
+    if problem:
+        raise BadInput(problem)
+    return data
+
+
+def _read_bytes(path: Path, *, required: bool) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        if required:
+            raise BadInput(f"{path}: named by the run's events but unreadable: {exc.strerror or exc}") from None
+        return None
 
 
 def _read(path: Path) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernelopt.errors import BadInput
 from kernelopt.harness.timing import speedup
 from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Timing, TimingStats
 from kernelopt.models.optimize import RunState, Version
 from kernelopt.models.report import BottleneckSummary, ConvergencePoint, RunSummary, StrategyStats, VersionRow
-from kernelopt.optimize.rundir import RunDir, atomic_write, iter_versions
+from kernelopt.optimize.rundir import RunDir, atomic_write, iter_versions, verified_bytes
 
 INTERPRETER_LABEL = "interpreter wall time"
 GPU_LABEL = "GPU time"
@@ -39,8 +40,16 @@ def build_report(rundir: str | Path | RunDir) -> RunSummary:
     best = state.versions.get(summary.best.id) if summary.best else None
     if best is not None:
         target = run.path / "best_kernel.py"
-        atomic_write(target, Path(best.path).read_bytes())
-        written.append(target)
+        try:
+            # The bytes that were evaluated (their hash was recorded when the loop wrote them),
+            # read once: a file edited after its evaluation is never shipped.
+            data = verified_bytes(best)
+        except BadInput as exc:
+            summary.best_kernel_refused = str(exc)
+            target.unlink(missing_ok=True)  # an earlier copy would pass for the verified kernel
+        else:
+            atomic_write(target, data)
+            written.append(target)
 
     png = run.path / "convergence.png"
     plot_convergence(summary, png)
@@ -99,12 +108,20 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
         lessons=list(state.lessons),
         spent=spent_by_phase(state),
         spent_total_s=sum(state.spent.values()),
+        refused=[v.refused for v in versions if v.refused],
     )
     if best is not None:
         summary.lineage = [rows[vid] for vid in lineage(state, best.id)]
         _fill_speedup(summary, state, start, best)
         _fill_baselines(summary, state, best)
         summary.diagnosis_after = bottleneck_summary(best.diagnosis)
+        others = state.verified.get(best.id, [])[1:]  # [0] is the re-verification at the run's shape
+        if others:
+            from kernelopt.harness.shapes import describe
+
+            summary.shape_checks = others
+            summary.shapes = describe(others)
+            summary.shapes_hold = all(c.passed for c in others)
     if start is not None:
         summary.diagnosis_before = bottleneck_summary(start.diagnosis)
     return summary
@@ -220,7 +237,7 @@ def fmt_x(value: float | None) -> str:
 
 
 def _row(v: Version, state: RunState, start_ms: float | None) -> VersionRow:
-    what, message = verdict(v.evaluation)
+    what, message = ("refused", v.refused) if v.refused else verdict(v.evaluation)
     stats = v.evaluation.timing if v.evaluation is not None and v.correct else None
     parent = state.versions.get(v.parent) if v.parent else None
     parent_stats = parent.evaluation.timing if parent is not None and parent.evaluation and parent.correct else None

@@ -1,0 +1,113 @@
+"""Does a candidate hold at its problem's other shapes? (`check --shapes auto`, the loop's winner)
+
+A kernel can be right at the shape it was written for and wrong at another: a tail
+mask left out because the declared sizes are multiples of the block, a size baked in.
+Verification at one shape cannot see that, so the winner of a run (and a candidate
+under `kernelopt check --shapes auto`) is verified again, through the one engine, at:
+
+- the problem's `SMALL` shape, where it declares one (its module-level `SMALL` dict);
+- a *ragged* shape: each shape constant moved to an odd nearby value (n -> n - 1 for an
+  even n, n + 2 for an odd one), so no size is a multiple of a power-of-two block.
+
+The shape constants are the keys of `SMALL`; a problem without `SMALL` has no declared
+shape constants, so its integer constants of 8 or more stand in (sizes, not a window of
+3 or an axis of 1). Each check is one engine at that shape: the cost of one more
+verification per shape, not a search.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from kernelopt.models.harness import Candidate, Problem, ShapeCheck
+
+# A problem without SMALL: integer constants from this size up are taken for sizes.
+MIN_SIZE_WITHOUT_SMALL = 8
+
+
+def shape_constants(problem: Problem) -> list[str]:
+    """The names of the problem's shape constants (the keys of SMALL, else its integer sizes)."""
+    from kernelopt.problem import small_shape
+
+    small = small_shape(problem.path)
+    if small:
+        return [name for name in small if name in problem.constants]
+    return [name for name, value in problem.constants.items()
+            if type(value) is int and value >= MIN_SIZE_WITHOUT_SMALL]
+
+
+def ragged(value: int) -> int:
+    """An odd size next to `value`: no power-of-two block divides it."""
+    return value - 1 if value % 2 == 0 else value + 2
+
+
+def other_shapes(problem: Problem) -> list[tuple[str, dict[str, Any]]]:
+    """(label, constants to set) for each shape the candidate is checked at besides its own."""
+    from kernelopt.problem import small_shape
+
+    out: list[tuple[str, dict[str, Any]]] = []
+    small = small_shape(problem.path)
+    if small and any(str(problem.constants.get(k)) != v for k, v in small.items()):
+        out.append(("SMALL", dict(small)))
+    names = [n for n in shape_constants(problem) if type(problem.constants.get(n)) is int]
+    if names:
+        out.append(("ragged", {n: ragged(problem.constants[n]) for n in names}))
+    return out
+
+
+def check_shapes(
+    problem: Problem,
+    candidate: Candidate,
+    *,
+    trials: int = 2,
+    timeout_s: float = 300.0,
+    seed: int = 0,
+    devices: Sequence[str] | None = None,
+    progress: Callable[[Any], None] | None = None,
+) -> list[ShapeCheck]:
+    """Verify `candidate` at each of `other_shapes(problem)` (one engine per shape, through
+    `kernelopt.harness.evaluate`); a problem that cannot take a shape is reported, not raised."""
+    from kernelopt.errors import BadInput
+    from kernelopt.harness.evaluate import evaluate
+    from kernelopt.harness.verify import as_verification
+    from kernelopt.problem import load_problem
+
+    checks: list[ShapeCheck] = []
+    for label, constants in other_shapes(problem):
+        overrides = {**{k: str(v) for k, v in problem.overrides.items()}, **{k: str(v) for k, v in constants.items()}}
+        try:
+            at = load_problem(problem.path, overrides, problem.dtype)
+            (ev,) = evaluate(at, [candidate], time=False, trials=trials, timeout_s=timeout_s, seed=seed,
+                             devices=list(devices) if devices else None, progress=progress)
+        except BadInput as exc:  # the problem itself does not build at this shape: no verdict on the kernel
+            checks.append(ShapeCheck(label=label, overrides=constants, passed=True, checked=False,
+                                     message=f"the problem does not build at this shape ({exc})"))
+            continue
+        v = as_verification(ev)
+        checks.append(ShapeCheck(label=label, overrides=constants, passed=v.passed, reason=v.reason,
+                                 message=None if v.passed else v.message))
+    return checks
+
+
+def describe(checks: Sequence[ShapeCheck]) -> str:
+    """One line: 'holds at SMALL (ROWS=3, COLS=300), ragged (...)' or what failed where."""
+    def shape(c: ShapeCheck) -> str:
+        return f"{c.label} ({', '.join(f'{k}={v}' for k, v in c.overrides.items())})" if c.overrides else c.label
+
+    failed = [c for c in checks if not c.passed]
+    held = [c for c in checks if c.passed and c.checked]
+    skipped = [c for c in checks if not c.checked]
+    parts = []
+    if failed:
+        parts.append("FAILS at " + "; ".join(f"{shape(c)}: {c.reason}" + (f" ({_first(c.message)})" if c.message else "")
+                                            for c in failed))
+    if held:
+        parts.append("holds at " + ", ".join(shape(c) for c in held))
+    if skipped:
+        parts.append("not checked at " + ", ".join(shape(c) for c in skipped))
+    return "; ".join(parts) or "no other shape to check"
+
+
+def _first(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 160 else line[:157] + "..."
