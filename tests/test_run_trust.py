@@ -502,3 +502,53 @@ def test_a_missing_or_empty_key_file_is_one_line_exit_2(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, ["optimize", str(MATVEC / "problem.py"), "--kernel",
                                            str(MATVEC / "kernel.py"), "--optimizer", "llm", "--api-key-file", str(path)])
         assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+# ----------------------------------------------------------------------------- other shapes
+
+TAIL_BUG = '''import torch
+
+
+def kernel_function(x):
+    y = torch.softmax(x, dim=-1)
+    if x.shape[-1] % 32:  # a tail the kernel gets wrong: right only at multiples of its block
+        y[:, -1] = 0.0
+    return y
+'''
+
+
+def test_other_shapes_are_small_then_ragged_from_the_problems_own_constants() -> None:
+    from kernelopt.harness.shapes import other_shapes
+    from kernelopt.problem import load_problem
+
+    suite = ROOT / "benchmarks" / "suite" / "softmax" / "problem.py"
+    full = load_problem(suite)
+    shapes = other_shapes(full)
+    assert shapes[0] == ("SMALL", {"ROWS": "3", "COLS": "1100"})
+    rows, cols = full.constants["ROWS"], full.constants["COLS"]
+    assert shapes[1][0] == "ragged" and shapes[1][1] == {"ROWS": rows - 1 if rows % 2 == 0 else rows + 2,
+                                                          "COLS": cols - 1 if cols % 2 == 0 else cols + 2}
+    small = load_problem(suite, {"ROWS": "3", "COLS": "1100"})
+    assert other_shapes(small) == [("ragged", {"ROWS": 5, "COLS": 1099})]  # at SMALL already: only ragged
+    # No SMALL: the integer constants of 8 or more are the sizes.
+    example = load_problem(ROOT / "examples" / "softmax" / "problem.py", {"ROWS": "16", "COLS": "128"})
+    assert other_shapes(example) == [("ragged", {"ROWS": 15, "COLS": 127})]
+
+
+@pytest.mark.slow
+def test_check_shapes_auto_fails_a_kernel_right_only_at_the_given_shape(tmp_path: Path) -> None:
+    kernel_file = tmp_path / "tail_bug.py"
+    kernel_file.write_text(TAIL_BUG)
+    base = [sys.executable, "-m", "kernelopt", "check", str(ROOT / "examples" / "softmax" / "problem.py"), "--kernel",
+            str(kernel_file), "--set", "ROWS=16", "--set", "COLS=128", "--trials", "1"]
+    given = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    assert given.returncode == 0, given.stderr[-2000:]  # right at the shape it was given
+    auto = subprocess.run(base + ["--shapes", "auto", "--json"], capture_output=True, text=True, timeout=600,
+                          cwd=str(ROOT))
+    assert auto.returncode == 1, auto.stderr[-2000:]
+    result = json.loads(auto.stdout)
+    assert result["passed"] is False and result["reason"] == "incorrect"
+    assert result["shapes"][0]["label"] == "ragged" and result["shapes"][0]["overrides"] == {"ROWS": 15, "COLS": 127}
+    assert "FAILS at ragged (ROWS=15, COLS=127)" in result["message"]
+    human = subprocess.run(base + ["--shapes", "auto"], capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    assert human.returncode == 1 and "shapes    FAILS at ragged (ROWS=15, COLS=127): incorrect" in human.stdout

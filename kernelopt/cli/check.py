@@ -27,9 +27,14 @@ def render_verification(v: "Verification", debug: bool = False) -> str:
         if not trial.outputs:
             lines.append(f"{number:>5} {trial.seed:>5}   -  {'-':<16} {'-':<9} {'-':>11} {'-':>10} {'-':>10}  "
                          f"{'ok' if trial.passed else 'FAIL'}")
+    if v.shapes:
+        from kernelopt.harness.shapes import describe
+
+        lines.append(f"shapes    {describe(v.shapes)}")
     if v.passed:
         count = len(v.trials)
-        lines.append(f"PASS: correct in {count} trial{'s' if count != 1 else ''}")
+        lines.append(f"PASS: correct in {count} trial{'s' if count != 1 else ''}"
+                     + (" and at the problem's other shapes" if v.shapes else ""))
     else:
         lines.append(f"FAIL ({v.reason}): {v.message}")
         lines += _failure_detail(v, debug)
@@ -84,18 +89,22 @@ def render_table(results: list["Verification"]) -> str:
 @click.option("--isolate", type=click.Choice(["worker", "candidate"]), default="worker", show_default=True,
               help="worker: candidates share a long-lived runner process (restarted after a crash); "
                    "candidate: a fresh process per candidate, for untrusted batches.")
+@click.option("--shapes", type=click.Choice(["given", "auto"]), default="given", show_default=True,
+              help="auto: a candidate correct at the given shape is verified again at the problem's SMALL shape "
+                   "and at a ragged one (each shape constant moved to an odd nearby value); a failure there fails it.")
 @json_option
 @click.pass_context
 def check(ctx: click.Context, problem_path: str, kernel_paths: tuple[str, ...], overrides: tuple[str, ...],
           dtype: str | None, trials: int, atol: float | None, rtol: float | None, timeout_s: float, isolate: str,
-          as_json: bool) -> None:
+          shapes: str, as_json: bool) -> None:
     """Verify candidate kernels against the reference model of PROBLEM.
 
     Several --kernel options are checked in one batch (inputs and references are
     built once); --json then prints a list in the given order.
 
     Exit 0: every candidate is correct. 1: a candidate is wrong or failed (compile,
-    runtime, timeout, crash, incorrect, a cheat, or a CUDA candidate without a GPU).
+    runtime, timeout, crash, incorrect, a cheat, or a CUDA candidate without a GPU;
+    with --shapes auto, also wrong at another shape of the problem).
     2: bad input.
     """
     from kernelopt.errors import BadInput
@@ -111,6 +120,10 @@ def check(ctx: click.Context, problem_path: str, kernel_paths: tuple[str, ...], 
     with TerminalProgress() as progress:
         results = verify_many(problem, candidates, trials=trials, atol=atol, rtol=rtol, timeout_s=timeout_s,
                               isolate=isolate, progress=progress.engine_event)
+        if shapes == "auto":
+            from kernelopt.harness.shapes import with_shapes
+
+            results = with_shapes(problem, results, trials=trials, timeout_s=timeout_s, progress=progress.engine_event)
     if len(results) == 1:
         emit(results[0], as_json, lambda v: render_verification(v, debug))
     else:

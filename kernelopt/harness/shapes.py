@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from kernelopt.models.harness import Candidate, Problem, ShapeCheck
+from kernelopt.models.harness import Candidate, Problem, ShapeCheck, Verification
 
 # A problem without SMALL: integer constants from this size up are taken for sizes.
 MIN_SIZE_WITHOUT_SMALL = 8
@@ -87,6 +87,24 @@ def check_shapes(
         checks.append(ShapeCheck(label=label, overrides=constants, passed=v.passed, reason=v.reason,
                                  message=None if v.passed else v.message))
     return checks
+
+
+def with_shapes(problem: Problem, verifications: Sequence[Verification], *, trials: int = 2,
+                timeout_s: float = 300.0, seed: int = 0, progress: Callable[[Any], None] | None = None) -> list[Verification]:
+    """`kernelopt check --shapes auto`: each candidate that passed at its shape, checked at the
+    problem's other shapes; one that fails there is no longer `passed` (reason and message say where)."""
+    out: list[Verification] = []
+    for v in verifications:
+        if not v.passed:
+            out.append(v)
+            continue
+        checks = check_shapes(problem, v.candidate, trials=trials, timeout_s=timeout_s, seed=seed, progress=progress)
+        failed = next((c for c in checks if not c.passed), None)
+        update: dict[str, Any] = {"shapes": checks}
+        if failed is not None:
+            update.update(passed=False, reason=failed.reason, message=f"correct at the given shape; {describe(checks)}")
+        out.append(v.model_copy(update=update))
+    return out
 
 
 def describe(checks: Sequence[ShapeCheck]) -> str:
