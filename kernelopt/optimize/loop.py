@@ -375,7 +375,11 @@ class Loop:
         """Normalised hashes of every version's source (each file read once per run)."""
         for vid, v in self.state.versions.items():
             if vid not in self._hashes:
-                self._hashes[vid] = normalized_source_hash(Path(v.path).read_text())
+                try:
+                    text = Path(v.path).read_text()
+                except (OSError, UnicodeDecodeError):  # a refused version's file may be gone
+                    text = v.proposal.source if v.proposal else ""
+                self._hashes[vid] = normalized_source_hash(text)
         return set(self._hashes.values())
 
     def record_experience(self, version_ids: Sequence[str]) -> None:
