@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -552,3 +553,36 @@ def test_check_shapes_auto_fails_a_kernel_right_only_at_the_given_shape(tmp_path
     assert "FAILS at ragged (ROWS=15, COLS=127)" in result["message"]
     human = subprocess.run(base + ["--shapes", "auto"], capture_output=True, text=True, timeout=600, cwd=str(ROOT))
     assert human.returncode == 1 and "shapes    FAILS at ragged (ROWS=15, COLS=127): incorrect" in human.stdout
+
+
+# ----------------------------------------------------------------------------- waits that end
+
+
+def test_profiling_gives_up_on_a_gpu_lock_held_by_another_process(tmp_path: Path, monkeypatch) -> None:
+    """Any process of the user can hold the per-GPU lock (a stopped worker mid-timing, a candidate's
+    daemon): the loop's profiling waits a bounded time, then goes on without the profile."""
+    import fcntl
+    import tempfile
+    import time as time_mod
+
+    from kernelopt.harness.timing import gpu_lock
+    from kernelopt.problem import load_candidate, load_problem
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with gpu_lock("cuda:7", timeout_s=1.0):
+        pass  # free: taken at once
+    held = next(tmp_path.glob("kernelopt-gpu-*.lock"))
+    fd = os.open(held, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file: the lock is held against gpu_lock's own
+    try:
+        start = time_mod.monotonic()
+        with pytest.raises(TimeoutError, match="GPU lock"):
+            with gpu_lock("cuda:7", what="profiling", timeout_s=0.3):
+                pass
+        assert time_mod.monotonic() - start < 5.0
+        problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
+        out = loop_mod.profile_version(problem, load_candidate(MATVEC / "kernel.py"), tmp_path / "p", "cuda:7",
+                                       lock_timeout_s=0.3)
+        assert out == (None, None, None)
+    finally:
+        os.close(fd)

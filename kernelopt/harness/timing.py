@@ -326,12 +326,15 @@ def interpreter_wall_time(fn: Callable[[], Any], *, calls: int = 3) -> TimingSta
 
 
 @contextlib.contextmanager
-def gpu_lock(device: str, *, what: str = "timing") -> Iterator[None]:
+def gpu_lock(device: str, *, what: str = "timing", timeout_s: float | None = None) -> Iterator[None]:
     """Hold the per-GPU lock: timing and profiling never overlap on one GPU.
 
     A file lock (fcntl) in the temp dir, keyed by the GPU's PCI bus id where it can be
     read (so two processes with different CUDA_VISIBLE_DEVICES agree), else by index.
     Verification does not take it: it may overlap with anything. No-op on the CPU.
+    `timeout_s`: give up waiting (TimeoutError) after that long. Any process of the user
+    can hold the lock (a stopped worker, a candidate's daemon): a caller that must end,
+    such as the optimize loop's profiling, passes one.
     """
     if not device.startswith("cuda"):
         yield
@@ -343,7 +346,19 @@ def gpu_lock(device: str, *, what: str = "timing") -> Iterator[None]:
     path = os.path.join(tempfile.gettempdir(), f"kernelopt-gpu-{key}.lock")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if timeout_s is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"{device}: the GPU lock ({path}) was held for {timeout_s:g} s; "
+                                           f"no {what}") from None
+                    time.sleep(0.05)
         yield
     finally:
         try:

@@ -212,7 +212,8 @@ class Loop:
             self.say(f"{vid}: not profiled: {exc}")
             return "no"
         metrics, diagnosis, summary = profile_version(self.problem, cand,
-                                                      self.rundir.version_dir(vid) / "profile", self.engine.devices[0])
+                                                      self.rundir.version_dir(vid) / "profile", self.engine.devices[0],
+                                                      lock_timeout_s=max(600.0, 2 * self.timeout_s))
         if metrics is None and diagnosis is None:
             return "no"
         self.rundir.record_profiled(vid, metrics=metrics, diagnosis=diagnosis, ncu_summary=summary)
@@ -685,11 +686,14 @@ def problem_dims(problem: Problem) -> dict[str, Any]:
     return {k: v for k, v in problem.constants.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, device: str) -> tuple[Any, Any, str | None]:
+def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, device: str,
+                    lock_timeout_s: float = 600.0) -> tuple[Any, Any, str | None]:
     """Metrics, diagnosis and the ncu summary of one version; (None, None, None) when it cannot be profiled.
 
     On a GPU with ncu: the ncu profiler under the per-GPU lock (never overlapping a timing);
-    elsewhere the static report (compiler resources) only.
+    elsewhere the static report (compiler resources) only. The wait for the lock is bounded by
+    `lock_timeout_s`: a lock held by a stopped process or a candidate's daemon costs the profile,
+    never the run.
     """
     import shutil
 
@@ -701,7 +705,7 @@ def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, devic
     use_ncu = device.startswith("cuda") and shutil.which("ncu") is not None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        with gpu_lock(device, what="profiling"):
+        with gpu_lock(device, what="profiling", timeout_s=lock_timeout_s):
             metrics = get_profiler("ncu" if use_ncu else "static").profile(problem, candidate, out_dir=out_dir)
     except Exception:  # noqa: BLE001 - a version that cannot be profiled is still a measured version
         return None, None, None
