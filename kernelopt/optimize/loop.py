@@ -410,6 +410,9 @@ class Loop:
         self.refresh()
         if self.state.finished:
             return self.state
+        for version in self.state.versions.values():
+            if version.refused:  # a resumed run whose files were edited meanwhile: said once, never used
+                self.say(f"{version.id}: refused: {version.refused}")
         if "v0" not in self.state.versions:
             source = Path(self.config.kernel).read_text()
             self.rundir.write_version(source, round=0)
