@@ -174,24 +174,24 @@ def situation_diagnosis(situation: Situation) -> Diagnosis | None:
 # ----------------------------------------------------------------------------- experience
 
 
-def _match(column: "np.ndarray", value: str | None) -> "np.ndarray":
+def _match(idx: Any, column: str, value: str | None) -> "np.ndarray":
     """1 where equal, 0 where both known and different, 0.5 where either side is unknown."""
     import numpy as np
 
     if not value:
-        return np.full(column.shape[0], 0.5)
-    out = (column == value).astype(np.float64)
-    out[column == ""] = 0.5
+        return np.full(len(idx.ids), 0.5)
+    out = idx.eq(column, value).astype(np.float64)
+    out[idx.eq(column, "")] = 0.5
     return out
 
 
-def _differs(column: "np.ndarray", value: str | None) -> "np.ndarray":
+def _differs(idx: Any, column: str, value: str | None) -> "np.ndarray":
     """1 where both sides are known and different, else 0."""
     import numpy as np
 
     if not value:
-        return np.zeros(column.shape[0])
-    return ((column != value) & (column != "")).astype(np.float64)
+        return np.zeros(len(idx.ids))
+    return (~idx.eq(column, value) & ~idx.eq(column, "")).astype(np.float64)
 
 
 def _context(situation: Situation) -> dict[str, str | None]:
@@ -217,14 +217,14 @@ def _relevance(store: Any, situation: Situation, notes: list[str]) -> tuple[Any,
     chip = chip_family(situation.chip) or chip_family(situation.device)
     rel = (
         W_SEMANTIC * sem
-        + W_BOTTLENECK * _match(idx.bottleneck, situation.bottleneck)
-        + W_BACKEND * _match(idx.backend, situation.backend)
-        + W_CHIP * _match(idx.chip_family, chip)
-        + W_STALL * ((idx.stall == stall).astype(float) if stall else 0.0)
+        + W_BOTTLENECK * _match(idx, "bottleneck", situation.bottleneck)
+        + W_BACKEND * _match(idx, "backend", situation.backend)
+        + W_CHIP * _match(idx, "chip_family", chip)
+        + W_STALL * (idx.eq("stall", stall).astype(float) if stall else 0.0)
     )
     ctx = _context(situation)
-    other = _differs(idx.device, ctx["device"]) + _differs(idx.dtype, ctx["dtype"]) \
-        + _differs(idx.shape_class, ctx["shape_class"])
+    other = _differs(idx, "device", ctx["device"]) + _differs(idx, "dtype", ctx["dtype"]) \
+        + _differs(idx, "shape_class", ctx["shape_class"])
     rel = rel * OTHER_CONTEXT ** other
     if situation.exclude_sources:
         prefixes = tuple(situation.exclude_sources)
@@ -236,7 +236,7 @@ def _voting(idx: Any, i: int) -> list[str]:
     """The strategies record `i` votes for: its own, or LEGACY_KNOBS for a bare knob-run record."""
     if idx.strategies[i]:
         return idx.strategies[i]
-    return [LEGACY_KNOBS] if idx.params[i] not in (None, "", "{}") else []
+    return [LEGACY_KNOBS] if idx.has_params[i] else []
 
 
 def _own_measured(idx: Any, i: int) -> bool:
@@ -289,8 +289,7 @@ def _from_experience(idx: Any, rel: "np.ndarray", situation: Situation
     import numpy as np
 
     ctx = _context(situation)
-    voters = np.flatnonzero(rel > 0)
-    voters = np.array([i for i in voters.tolist() if _voting(idx, i)], dtype=np.int64)
+    voters = np.flatnonzero((rel > 0) & idx.votes)
     k = min(NEIGHBOURS, len(voters))
     top = voters[np.argpartition(-rel[voters], k - 1)[:k]] if k else np.array([], dtype=np.int64)
     succ: dict[str, list[int]] = defaultdict(list)
@@ -372,19 +371,21 @@ def _seed(idx: Any, rel: "np.ndarray", situation: Situation) -> Seed | None:
     import numpy as np
 
     ctx = _context(situation)
-    ok = (~np.isnan(idx.time_after)) & (rel >= SEED_RELEVANCE)
+    ok = (~np.isnan(idx.time_after)) & (rel >= SEED_RELEVANCE) & idx.has_params
     if situation.backend:
-        ok &= idx.backend == situation.backend
+        ok &= idx.eq("backend", situation.backend)
     for name in ("device", "shape_class"):
         if ctx[name]:
-            ok &= getattr(idx, name) == ctx[name]
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i in np.flatnonzero(ok).tolist():
-        if idx.outcome[i] != "incorrect" and idx.params[i] not in (None, "", "{}"):
-            groups[(idx.kernel[i], idx.shape_class[i])].append(i)
-    if not groups:
+            ok &= idx.eq(name, ctx[name])
+    ok &= ~idx.eq("outcome", "incorrect")
+    candidates = np.flatnonzero(ok)
+    if not len(candidates):
         return None
-    best_group = max(groups.values(), key=lambda g: (max(rel[i] for i in g), -min(idx.time_after[i] for i in g)))
+    # The most similar situation that has a measured configuration (the same problem first: its
+    # kernel text matches exactly), then its fastest configuration.
+    top = int(candidates[np.lexsort((idx.time_after[candidates], -rel[candidates]))[0]])
+    group = np.flatnonzero(ok & idx.eq("kernel", idx.kernel[top]) & idx.eq("shape_class", idx.shape_class[top]))
+    best_group = group.tolist()
     i = min(best_group, key=lambda j: (idx.time_after[j], idx.ids[j]))
     knobs = idx.knobs(i)
     if not knobs:

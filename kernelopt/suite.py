@@ -390,7 +390,7 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
                 loop.resume(run_dir, **common)
         else:
             loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=run_dir, overrides=overrides,
-                          optimizer=optimizer, budget_minutes=budget_minutes, budget_evals=budget_evals,
+                          optimizer=optimizer, family=family, budget_minutes=budget_minutes, budget_evals=budget_evals,
                           **{k: options[k] for k in ("rounds", "beam", "proposals_per_member", "seed", "executor",
                                                      "optimizer_options") if k in options},
                           **common)
@@ -441,7 +441,7 @@ def run_suite(
     trials: int = 3,
     timeout_s: float = 300.0,
     profile: bool = True,
-    experience: bool = True,
+    experience: bool | str | Path = True,
     optimizer_options: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
@@ -451,7 +451,9 @@ def run_suite(
 
     Writes OUT/suite.jsonl (one line per finished problem), OUT/runs/<name>/ (each optimize
     run), and the report: OUT/suite_result.json, OUT/suite_report.md, OUT/speedup.png,
-    OUT/roofline.png. Incorrect problems are results, not errors.
+    OUT/roofline.png. Incorrect problems are results, not errors. `experience`: True the
+    default store, a path that database, False none (every problem's run asks and records there;
+    `benchmarks/transfer.py` gives each problem its own).
     """
     from kernelopt.harness.envinfo import git_commit, kernelopt_version
     from kernelopt.optimize.rundir import now_iso

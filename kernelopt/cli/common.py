@@ -91,7 +91,11 @@ def loop_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True,
                      help="Seconds each candidate may take."),
         click.option("--no-profile", is_flag=True, help="Do not profile the beam (no diagnosis guides the search)."),
-        click.option("--no-experience", is_flag=True, help="Do not record outcomes in the experience store."),
+        click.option("--no-experience", is_flag=True,
+                     help="Neither ask the experience store for recommendations and seeds nor record outcomes in it."),
+        click.option("--experience", "experience_db", type=click.Path(dir_okay=False), default=None, metavar="DB",
+                     help="The experience database to ask and record into (default: $KERNELOPT_DB, else "
+                          "$XDG_DATA_HOME/kernelopt/experience.db)."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -124,3 +128,12 @@ def read_api_key(api_key: str | None, api_key_file: str | None) -> str | None:
         click.echo("warning: --api-key on the command line is readable by every process of this user "
                    "(/proc/PID/cmdline); use --api-key-file PATH, --api-key - (stdin) or the environment", err=True)
     return api_key or None
+
+
+def experience_choice(no_experience: bool, experience_db: str | None) -> "bool | str":
+    """`experience=` of optimize / run_suite from --no-experience and --experience DB."""
+    from kernelopt.errors import BadInput
+
+    if no_experience and experience_db:
+        raise BadInput("--experience DB and --no-experience: give one of them")
+    return False if no_experience else (experience_db or True)

@@ -6,8 +6,16 @@ from typing import Any
 
 import click
 
-from kernelopt.cli.common import (dtype_option, emit, json_option, loop_options, parse_overrides, read_api_key,
-                                  set_option)
+from kernelopt.cli.common import (
+    dtype_option,
+    emit,
+    experience_choice,
+    json_option,
+    loop_options,
+    parse_overrides,
+    read_api_key,
+    set_option,
+)
 
 
 def render_summary(s: Any) -> str:
@@ -67,7 +75,7 @@ def render_summary(s: Any) -> str:
 def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple[str, ...], dtype: str | None,
              optimizer: str, budget_evals: int | None, budget_minutes: float | None, rounds: int, beam: int,
              proposals_per_member: int, seed: int, run_dir: str | None, resume_dir: str | None, executor: str,
-             baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool,
+             baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool, experience_db: str | None,
              provider: str | None, model: str | None, base_url: str | None, api_key: str | None,
              api_key_file: str | None, llm_command: str | None, repairs: int, as_json: bool) -> None:
     """Search for a faster kernel that is still correct, starting from CANDIDATE.
@@ -88,7 +96,7 @@ def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple
 
     names = parse_baselines(baselines)
     common: dict[str, Any] = dict(baselines=names, trials=trials, timeout_s=timeout_s, profile=not no_profile,
-                                  experience=not no_experience)
+                                  experience=experience_choice(no_experience, experience_db))
     key = read_api_key(api_key, api_key_file)
     secrets = {"api_key": key} if key else {}
     with TerminalProgress() as progress:

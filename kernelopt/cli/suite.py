@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from kernelopt.cli.common import emit, json_option, loop_options
+from kernelopt.cli.common import emit, experience_choice, json_option, loop_options
 
 
 def render_suite(s: Any) -> str:
@@ -59,7 +59,7 @@ def suite() -> None:
 @json_option
 def run(suite_dir: str, optimizer: str, budget_minutes: float, budget_evals: int | None, problems: str | None,
         out_dir: str | None, small: bool, parallel_problems: bool, rounds: int, beam: int, proposals_per_member: int,
-        seed: int, baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool,
+        seed: int, baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool, experience_db: str | None,
         as_json: bool) -> None:
     """Optimize every problem of DIR (each folder with problem.py and kernel.py) and score the suite.
 
@@ -83,7 +83,7 @@ def run(suite_dir: str, optimizer: str, budget_minutes: float, budget_evals: int
                            problems=names, out_dir=out, small=small, parallel_problems=parallel_problems,
                            rounds=rounds, beam=beam, proposals_per_member=proposals_per_member, seed=seed,
                            baselines=parse_baselines(baselines), trials=trials, timeout_s=timeout_s,
-                           profile=not no_profile, experience=not no_experience,
+                           profile=not no_profile, experience=experience_choice(no_experience, experience_db),
                            progress=progress.line, status=progress.set_status,
                            engine_progress=lambda e: progress.set_status(f"{e.candidate}: {e.text}"))
     emit(result, as_json, render_suite)

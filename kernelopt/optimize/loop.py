@@ -740,7 +740,7 @@ def optimize(
     trials: int = 3,
     timeout_s: float = 300.0,
     profile: bool = True,
-    experience: bool | str | Path = True,
+    experience: Any = True,
     family: str | None = None,
     optimizer_secrets: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -749,7 +749,8 @@ def optimize(
 ) -> RunState:
     """Search for a faster correct kernel; everything lands in `run_dir` (see docs/optimize.md).
 
-    `experience`: True uses the default store ($KERNELOPT_DB), a path that database, False none:
+    `experience`: True uses the default store ($KERNELOPT_DB), a path that database, an open
+    ExperienceStore itself, False none:
     the store is asked for recommendations and seeds every round, and learns each outcome.
     `family`: the problem family, which recommend matches other problems' records on.
     `optimizer_secrets` (an API key) reach the optimizer only: they are never written
@@ -783,7 +784,7 @@ def optimize(
 
 
 def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselines: Sequence[str] = ("eager", "compile"),
-           trials: int = 3, timeout_s: float = 300.0, profile: bool = True, experience: bool | str | Path = True,
+           trials: int = 3, timeout_s: float = 300.0, profile: bool = True, experience: Any = True,
            optimizer_secrets: dict[str, Any] | None = None,
            progress: Callable[[str], None] | None = None, status: Callable[[str], None] | None = None,
            engine_progress: Callable[[Any], None] | None = None) -> RunState:
@@ -804,7 +805,7 @@ def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselin
 
 
 def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[str] | None, baselines: Sequence[str],
-         trials: int, timeout_s: float, profile: bool, experience: bool | str | Path, progress: Any, status: Any,
+         trials: int, timeout_s: float, profile: bool, experience: Any, progress: Any, status: Any,
          engine_progress: Any, secrets: dict[str, Any] | None = None, started: float | None = None) -> RunState:
     from kernelopt.harness.evaluate import Engine
     from kernelopt.optimize.base import get_optimizer
@@ -815,8 +816,8 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
     if config.optimizer == "llm" and rundir.path is not None:
         options.setdefault("usage_log", str(Path(rundir.path) / "llm_usage.jsonl"))
     opt = get_optimizer(config.optimizer, **options, **(secrets or {}))
-    store = None
-    if experience:
+    store = experience if hasattr(experience, "add") else None  # an open ExperienceStore, given by the caller
+    if experience and store is None:
         try:
             from kernelopt.experience.store import ExperienceStore
 

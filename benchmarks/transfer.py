@@ -1,0 +1,252 @@
+"""Transfer across problems, leave-one-out (issue #22): does what kernelopt learned on the
+other kernels make the next one cheaper?
+
+Each problem is optimized twice, with the same budget, seed and settings:
+
+  A: with an empty experience store (no shipped seed experience either);
+  B: with a store holding the outcomes of the A runs of the *other* problems (never its own).
+
+Reported per problem and overall (JSON + Markdown):
+
+  evals_to_95   the evaluations (v0 included) each run needed before its best-so-far speedup
+                over v0 reached 95% of A's final speedup (None: never)
+  final         each run's final speedup over v0 (evaluation medians; the loop's final
+                interleaved re-timing is reported beside it when there is one)
+  overall       median of A/B evals_to_95 (target >= 2), geomean of the finals (target: B >= A)
+
+The problems and their families are listed here, before measuring (PROBLEMS); `--problems`
+picks a subset. On an H100:
+
+  python3 benchmarks/transfer.py -o benchmarks/results/transfer_h100
+
+and on the CPU, in a small mode that proves the script end to end (SMALL shapes, the Triton
+interpreter, a few evaluations; the figures are interpreter wall times, not GPU times):
+
+  python3 benchmarks/transfer.py --small -o /tmp/transfer_small
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+SUITE = ROOT / "benchmarks" / "suite"
+# Listed before measuring: 8 problems of the shipped suite from 4 families. The family is what
+# recommend matches other problems' records on (besides the kernels' names and source features).
+PROBLEMS: dict[str, str] = {
+    "gelu": "elementwise",
+    "bias_silu_residual": "elementwise",
+    "layernorm": "norm",
+    "rmsnorm": "norm",
+    "softmax": "softmax",
+    "log_softmax": "softmax",
+    "row_sum": "reduction",
+    "max_dim1": "reduction",
+}
+SMALL_PROBLEMS = ["gelu", "bias_silu_residual", "layernorm", "rmsnorm", "softmax", "log_softmax"]
+TARGET_SHARE = 0.95
+
+
+def trajectory(run_dir: Path) -> list[float | None]:
+    """Best-so-far speedup over v0 after each evaluation, in the order they finished."""
+    from kernelopt.optimize.rundir import read_events
+
+    events = read_events(run_dir / "events.jsonl")
+    out: list[float | None] = []
+    v0: float | None = None
+    best: float | None = None
+    for e in events:
+        if e["type"] != "evaluated":
+            continue
+        ev = e.get("evaluation") or {}
+        ms = (ev.get("timing") or {}).get("median_ms") if ev.get("failure") is None and not ev.get("suspect") else None
+        if e["version"] == "v0":
+            v0 = ms
+        if ms is not None:
+            best = ms if best is None else min(best, ms)
+        out.append(v0 / best if v0 and best else None)
+    return out
+
+
+def evals_to(traj: list[float | None], target: float) -> int | None:
+    for i, x in enumerate(traj, start=1):
+        if x is not None and x >= target * (1 - 1e-9):
+            return i
+    return None
+
+
+def retimed_speedup(run_dir: Path) -> float | None:
+    from kernelopt.optimize.rundir import RunDir
+
+    state = RunDir.open(run_dir, readonly=True).replay()
+    if state.best and "v0" in state.retimed and state.best in state.retimed:
+        return state.retimed["v0"].median_ms / state.retimed[state.best].median_ms
+    return None
+
+
+def run_one(name: str, run_dir: Path, db: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from kernelopt.experience.store import ExperienceStore
+    from kernelopt.optimize import loop
+    from kernelopt.suite import small_shape
+
+    folder = SUITE / name
+    overrides = small_shape(folder / "problem.py") if args.small else {}
+    started = time.monotonic()
+    # seed=False: the shipped seed experience is left out of both runs, so A's store is empty.
+    with ExperienceStore(db, seed=False) as store:
+        loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=run_dir, overrides=overrides,
+                      optimizer="knobs", budget_evals=args.budget_evals, rounds=args.rounds, beam=args.beam,
+                      proposals_per_member=args.proposals, seed=args.seed, baselines=(), trials=args.trials,
+                      profile=not args.small, experience=store, family=PROBLEMS.get(name),
+                      progress=lambda text: print(f"  {name}: {text}", flush=True))
+    traj = trajectory(run_dir)
+    return {"run_dir": str(run_dir), "wall_s": round(time.monotonic() - started, 1), "evaluations": len(traj),
+            "trajectory": [None if x is None else round(x, 4) for x in traj],
+            "final": traj[-1] if traj else None, "retimed_final": retimed_speedup(run_dir)}
+
+
+def leave_one_out_store(db: Path, sources: list[Path]) -> int:
+    """A fresh database holding every record of `sources` (the other problems' A runs)."""
+    from kernelopt.experience.store import ExperienceStore
+
+    with ExperienceStore(db, seed=False) as store:
+        n = 0
+        for src in sources:
+            with ExperienceStore(src, seed=False, create=False) as other:
+                n += store.add_many(other.list(), skip_existing=True)
+    return n
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    ratios, finals_a, finals_b = [], [], []
+    for r in results.values():
+        a, b = r["A"], r["B"]
+        target = TARGET_SHARE * (a["final"] or 1.0)
+        r["target_speedup"] = round(target, 4)
+        r["A"]["evals_to_95"] = evals_to(a["trajectory"], target)
+        r["B"]["evals_to_95"] = evals_to(b["trajectory"], target)
+        ea, eb = r["A"]["evals_to_95"], r["B"]["evals_to_95"]
+        # B never reaching the target counts as its whole budget plus one.
+        eb_eff = eb if eb is not None else b["evaluations"] + 1
+        r["evals_ratio"] = round(ea / eb_eff, 3) if ea is not None else None
+        if r["evals_ratio"] is not None:
+            ratios.append(r["evals_ratio"])
+        finals_a.append(a["final"])
+        finals_b.append(b["final"])
+    gm_a, gm_b = geomean(finals_a), geomean(finals_b)
+    median_ratio = statistics.median(ratios) if ratios else None
+    return {"median_evals_ratio_A_over_B": median_ratio, "geomean_final_A": gm_a, "geomean_final_B": gm_b,
+            "target_met": bool(median_ratio is not None and median_ratio >= 2 and gm_a and gm_b and gm_b >= gm_a),
+            "problems": len(results)}
+
+
+def provenance(started: datetime.datetime, small: bool) -> dict[str, Any]:
+    import platform
+
+    from kernelopt.harness.envinfo import git_commit
+
+    prov: dict[str, Any] = {"command": "python3 " + " ".join(["benchmarks/transfer.py", *sys.argv[1:]]),
+                            "started": started.isoformat(timespec="seconds")}
+    if small:
+        prov.update({"device": "CPU (Triton interpreter)", "python": platform.python_version(),
+                     "kernelopt_commit": git_commit()})
+    else:
+        from profile_fixtures import environment
+
+        prov.update(environment())
+    return prov
+
+
+def render(doc: dict[str, Any]) -> str:
+    s = doc["summary"]
+    prov = doc["provenance"]
+
+    def x(v: Any) -> str:
+        return f"{v:.3f}x" if isinstance(v, (int, float)) else "-"
+
+    lines = ["# Transfer across problems (leave-one-out)", "",
+             "Provenance: " + ", ".join(f"{k} {v}" for k, v in prov.items()), "",
+             f"Settings: {doc['settings']}", "",
+             "A: empty experience store. B: the other problems' A outcomes (never its own). Same budget and seed.",
+             f"Times are {'interpreter wall times on the CPU (SMALL shapes): not GPU figures' if doc['settings']['small'] else 'GPU times (evaluation medians)'}.",
+             "", "| problem | family | target (95% of A final) | A evals to target | B evals to target | A/B | "
+                 "A final | B final | A re-timed | B re-timed | B store records |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in doc["results"].items():
+        lines.append(f"| {name} | {r['family']} | {x(r['target_speedup'])} | {r['A']['evals_to_95'] or 'never'} | "
+                     f"{r['B']['evals_to_95'] or 'never'} | {r['evals_ratio'] if r['evals_ratio'] is not None else '-'} | "
+                     f"{x(r['A']['final'])} | {x(r['B']['final'])} | {x(r['A']['retimed_final'])} | "
+                     f"{x(r['B']['retimed_final'])} | {r['B']['store_records']} |")
+    lines += ["", f"Overall: median A/B evaluations to the target {s['median_evals_ratio_A_over_B']} (target >= 2); "
+                  f"geomean final A {x(s['geomean_final_A'])}, B {x(s['geomean_final_B'])} (target B >= A); "
+                  f"target met: {'yes' if s['target_met'] else 'no'}.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", default=None, help="comma-separated subset of PROBLEMS (default: all; "
+                                                     "--small: " + ",".join(SMALL_PROBLEMS) + ")")
+    ap.add_argument("--small", action="store_true", help="SMALL shapes on the CPU (Triton interpreter), a few evaluations")
+    ap.add_argument("--budget-evals", type=int, default=None, help="per run (default 24; --small 6)")
+    ap.add_argument("--rounds", type=int, default=None, help="default 8; --small 3")
+    ap.add_argument("--beam", type=int, default=2)
+    ap.add_argument("--proposals", type=int, default=None, help="per beam member per round (default 4; --small 2)")
+    ap.add_argument("--trials", type=int, default=None, help="verification trials (default 3; --small 1)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-o", "--out", default=str(ROOT / "benchmarks" / "results" / "transfer"))
+    args = ap.parse_args(argv)
+    small = args.small
+    args.budget_evals = args.budget_evals or (6 if small else 24)
+    args.rounds = args.rounds or (3 if small else 8)
+    args.proposals = args.proposals or (2 if small else 4)
+    args.trials = args.trials or (1 if small else 3)
+    names = args.problems.split(",") if args.problems else (SMALL_PROBLEMS if small else list(PROBLEMS))
+    unknown = [n for n in names if n not in PROBLEMS]
+    if unknown:
+        print(f"--problems: unknown {', '.join(unknown)} (known: {', '.join(PROBLEMS)})", file=sys.stderr)
+        return 2
+    started = datetime.datetime.now(datetime.timezone.utc)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = started.strftime("%Y%m%d-%H%M%S")
+    work = out / f"runs-{stamp}"
+    results: dict[str, Any] = {n: {"family": PROBLEMS[n]} for n in names}
+    for name in names:  # A: each problem alone, its own empty store
+        print(f"A {name}", flush=True)
+        results[name]["A"] = run_one(name, work / "A" / name, work / "A" / f"{name}.db", args)
+    for name in names:  # B: a store of the other problems' A outcomes
+        db = work / "B" / f"{name}.db"
+        db.parent.mkdir(parents=True, exist_ok=True)
+        n = leave_one_out_store(db, [work / "A" / f"{o}.db" for o in names if o != name])
+        print(f"B {name} ({n} records of the other problems)", flush=True)
+        results[name]["B"] = {**run_one(name, work / "B" / name, db, args), "store_records": n}
+    settings = {"small": small, "budget_evals": args.budget_evals, "rounds": args.rounds, "beam": args.beam,
+                "proposals": args.proposals, "trials": args.trials, "seed": args.seed, "optimizer": "knobs",
+                "baselines": "none", "profile": not small}
+    doc = {"settings": settings, "summary": summarize(results), "results": results,
+           "provenance": provenance(started, small)}
+    (out / "transfer.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (out / "transfer.md").write_text(render(doc))
+    print(render(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
