@@ -373,3 +373,21 @@ def test_prompt_names_the_problems_floor(context: OptimizeContext) -> None:
     lines = prompt_mod.diagnosis_context(v0, floor_ms=0.9)["roofline"]
     assert lines[0].startswith("Problem floor: 0.9 ms") and "takes 2 ms, 45% of the floor's speed" in lines[0]
     assert not any(x.startswith("Problem floor") for x in prompt_mod.diagnosis_context(v0)["roofline"])
+
+
+def test_prompt_shows_what_failed_in_similar_situations_and_the_seed(context: OptimizeContext) -> None:
+    """The recommend stage's known failures and seed reach the prompt; its generic knob moves are no
+    strategy to write code for."""
+    from kernelopt.models.recommendation import KnownFailure, Recommendation
+
+    context.known_failures = {"v0": [KnownFailure(strategy="tune-num-stages", reason="3 failed tries; closest: softmax")]}
+    context.seed_knobs = {"num_warps": 8}
+    context.recommendations["v0"] = [Recommendation(strategy="knobs.coordinate", score=9.0, reason="knob moves",
+                                                    generic=True)] + context.recommendations["v0"]
+    with LoopbackServer("openai", [Reply("no code")]) as srv:
+        context.proposals_per_member = 1
+        optimizer(srv).propose(context)
+    (prompt,) = user_prompts(srv)
+    assert "# Failed in similar situations" in prompt and "- tune-num-stages: 3 failed tries; closest: softmax" in prompt
+    assert "num_warps=8" in prompt
+    assert "knobs.coordinate" not in prompt

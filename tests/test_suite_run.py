@@ -322,3 +322,23 @@ def test_shape_figures_agree_with_the_executed_problem_files() -> None:
             module = import_problem(load_problem(path, overrides))
             expected = (float(module.BYTES), float(module.FLOPS), module.PRECISION)
             assert shape_figures(path, overrides) == expected, (name, overrides)
+
+
+@pytest.mark.slow
+def test_suite_asks_and_records_into_the_experience_database_given(tmp_path: Path) -> None:
+    """`suite run --experience DB`: every problem's outcomes land in DB, with the family the README gives."""
+    from kernelopt.experience.store import ExperienceStore
+
+    db = tmp_path / "exp.db"
+    run = [a for a in SMALL_RUN if a != "--no-experience"]
+    res = _cli("suite", "run", str(SUITE), "--problems", "gelu", *run, "--experience", str(db), "-o",
+               str(tmp_path / "out"), "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    with ExperienceStore(db, seed=False) as store:
+        records = store.list()
+    assert records and {r.kernel for r in records} == {"gelu"}
+    assert {r.family for r in records} == {"elementwise, activation"}
+    assert all(r.strategies for r in records)
+    both = _cli("suite", "run", str(SUITE), "--problems", "gelu", *SMALL_RUN, "--experience", str(db),
+                "-o", str(tmp_path / "out2"))
+    assert both.returncode == 2 and len(both.stderr.strip().splitlines()) == 1 and "--no-experience" in both.stderr

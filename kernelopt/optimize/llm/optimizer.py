@@ -202,6 +202,8 @@ class LLMOptimizer:
             diagnosis=prompt_mod.diagnosis_context(member, context.roofline_floor_ms),
             strategy=prompt_mod.strategy_context(rec),
             other_strategies=others[:OTHERS_SHOWN],
+            avoid=context.known_failures.get(member.id, [])[:OTHERS_SHOWN],
+            seed=", ".join(f"{k}={v}" for k, v in context.seed_knobs.items()),
             overrides=", ".join(f"{k}={v}" for k, v in context.problem.overrides.items()),
             history=prompt_mod.history_lines(context, member.id),
             entry=entry,
