@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "persistent_grid": "kernelopt.optimize.transforms.persistent_grid:PersistentGrid",
     "rows_per_program": "kernelopt.optimize.transforms.rows_per_program:RowsPerProgram",
     "single_pass_row": "kernelopt.optimize.transforms.single_pass_row:SinglePassRow",
+    "split_reduction": "kernelopt.optimize.transforms.split_reduction:SplitReduction",
 }
 
 

@@ -37,6 +37,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     decline,
     enclosing_stmt,
     fresh,
+    is_block_loop,
     launch_args,
     parse_for_apply,
     parse_for_sites,
@@ -68,16 +69,6 @@ class _Plan:
     extent: str  # the kernel parameter the loops run to (the row length)
     reuse: dict[int, tuple[ast.Call, ast.Call]] = field(default_factory=dict)  # id(later load) -> (later, provider)
     launches: list[tuple[ast.Call, ast.AST, ast.AST]] = field(default_factory=list)  # (launch, BLOCK, n)
-
-
-def _block_loop(node: ast.AST, al: TritonAliases, constexprs: set[str]) -> bool:
-    if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) == 3):
-        return False
-    f = node.iter.func
-    if not ((isinstance(f, ast.Name) and f.id == "range") or al.tl_attr(f) == "range"):
-        return False
-    step = node.iter.args[2]
-    return isinstance(step, ast.Name) and step.id in constexprs
 
 
 def _load_parts(call: ast.Call) -> tuple[ast.AST | None, ast.AST | None, ast.AST | None]:
@@ -202,8 +193,8 @@ class SinglePassRow:
 
     def _plan(self, p: Parsed, k: JitKernel) -> _Plan | str:
         src, al, fn = p.src, p.al, k.fn
-        every = [n for n in ast.walk(fn) if _block_loop(n, al, k.constexprs)]
-        top = [s for s in fn.body if _block_loop(s, al, k.constexprs)]
+        every = [n for n in ast.walk(fn) if is_block_loop(n, al, k.constexprs)]
+        top = [s for s in fn.body if is_block_loop(s, al, k.constexprs)]
         if not every:
             return "no block loop over a row (range(0, n, BLOCK)): it already reads its data once"
         if len(every) != len(top):
