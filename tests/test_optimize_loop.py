@@ -69,6 +69,12 @@ def test_optimize_end_to_end_on_the_cpu(tmp_path):
     best = summary["best"]["id"]
     assert (run / "best_kernel.py").read_text() == (run / best / "kernel.py").read_text()
     assert "interpreter wall time" in (run / "final_report.md").read_text()
+    # The winner was verified once more at the run's shape, then at a ragged one (16x100 -> 15x99).
+    verified = [e for e in events if e["type"] == "verified"]
+    assert [e["version"] for e in verified] == [best]
+    assert [(c["label"], c["passed"]) for c in verified[0]["checks"]] == [("declared", True), ("ragged", True)]
+    assert verified[0]["checks"][1]["overrides"] == {"ROWS": 15, "COLS": 99}
+    assert summary["shapes_hold"] is True and "holds at ragged (ROWS=15, COLS=99)" in summary["shapes"]
 
 
 @pytest.mark.slow
