@@ -586,7 +586,7 @@ def file_change(rel: str, recorded: str | None, data: bytes | None) -> str | Non
 
 
 def changed_message(rel: str, recorded: str, now: str) -> str:
-    return f"{rel}: changed after it was written (sha256 {recorded[:12]} recorded, {now[:12]} now); refused"
+    return f"{rel}: changed after it was written (sha256 {recorded[:12]} recorded, {now[:12]} now)"
 
 
 def verified_bytes(version: Version) -> bytes:
