@@ -340,6 +340,29 @@ def parse_triton(source: str, path: str = "<candidate>") -> tuple[SourceFile, Tr
     return src, al, jit_kernels(src.tree, al)
 
 
+# --- CUDA held in Python strings -------------------------------------------------------------
+
+# `kernel<<<grid, block[, ...]>>>`: groups 1 kernel, 2 grid, 3 block.
+CUDA_LAUNCH = re.compile(rb"\b([A-Za-z_]\w*)[ \t]*<<<[ \t]*([^,<>]+?)[ \t]*,[ \t]*([^,<>]+?)[ \t]*(?:,[^<>]*)?>>>")
+# `__global__ void name(`: group 1 the kernel's name.
+CUDA_GLOBAL = re.compile(rb"__global__[\s\w]*?(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
+
+
+def cuda_strings(src: SourceFile) -> list[tuple[int, int, bytes]]:
+    """(start, end, bytes) of each string literal holding CUDA source (`__global__`), as written:
+    offsets inside the bytes are offsets into the file. f-strings and bytes are skipped (what
+    runs is not what is written)."""
+    out = []
+    for node in ast.walk(src.tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value):
+            continue
+        s, e = src.start(node), src.end(node)
+        seg = src.data[s:e]
+        if re.match(rb"^[rRuU]?('''|\"\"\"|'|\")", seg):
+            out.append((s, e, seg))
+    return sorted(out)
+
+
 # --- structural features -----------------------------------------------------------------------
 
 # The vocabulary a transform's `requires` and a pack entry's static precondition use.

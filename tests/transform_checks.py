@@ -55,3 +55,29 @@ def fails(tmp: Path, problem: Path, shape: dict[str, str], source: str) -> bool:
     path.write_text(source)
     (v,) = verify_many(load_problem(problem, shape), [load_candidate(path)], trials=1)
     return not v.passed
+
+
+def cuda_source_of(source: str) -> str:
+    """The CUDA code a candidate holds in a Python string (the one with __global__)."""
+    import ast
+
+    return next(n.value for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and "__global__" in n.value)
+
+
+def nvcc_compile(tmp: Path, source: str) -> None:
+    """`nvcc -c` the candidate's CUDA code against a declarations-only torch/extension.h stub
+    (the real headers take minutes on this CPU); asserts it compiles for sm_90."""
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        import pytest
+
+        pytest.skip("nvcc is not installed")
+    cu = tmp / "kernel.cu"
+    cu.write_text(cuda_source_of(source))
+    r = subprocess.run([nvcc, "-c", str(cu), "-o", str(tmp / "kernel.o"), "-std=c++17", "-arch=sm_90",
+                        "-I", str(FIX / "cuda_stub")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]

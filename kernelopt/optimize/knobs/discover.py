@@ -20,10 +20,13 @@ from pathlib import Path
 
 from kernelopt.models.optimize import KnobSpec, KnobValue
 from kernelopt.source import (
+    CUDA_GLOBAL,
+    CUDA_LAUNCH,
     JitKernel,
     SourceFile,
     TritonAliases,
     bindings,
+    cuda_strings,
     grid_names,
     int_literal,
     jit_kernels,
@@ -374,8 +377,6 @@ _CONSTEXPR = re.compile(
     rb"\bconstexpr[ \t]+(?:(?:unsigned|signed|const|static)[ \t]+)*"
     rb"(?:int|long|short|unsigned|size_t|int32_t|int64_t|uint32_t|uint64_t)[ \t]+([A-Za-z_]\w*)[ \t]*=[ \t]*(\d+)[uUlL]*[ \t]*;")
 _LOCAL_CONST = rb"(?:const[ \t]+)?(?:int|unsigned|size_t|int32_t|uint32_t)[ \t]+%s[ \t]*=[ \t]*(\d+)[uUlL]*[ \t]*;"
-_LAUNCH = re.compile(rb"\b([A-Za-z_]\w*)[ \t]*<<<[ \t]*([^,<>]+?)[ \t]*,[ \t]*([^,<>]+?)[ \t]*(?:,[^<>]*)?>>>")
-_GLOBAL = re.compile(rb"__global__[\s\w]*?(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
 _LAUNCH_BOUNDS = re.compile(rb"__launch_bounds__\s*\(\s*([A-Za-z_]\w*|\d+)")
 _IDENT = re.compile(rb"^[A-Za-z_]\w*$")
 _DIGITS = re.compile(rb"^\d+$")
@@ -383,21 +384,15 @@ _DIGITS = re.compile(rb"^\d+$")
 
 def _cuda_sites(src: SourceFile) -> list[KnobSite]:
     out: list[KnobSite] = []
-    for node in ast.walk(src.tree):
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value):
-            continue
-        s, e = src.start(node), src.end(node)
-        seg = src.data[s:e]
-        if not re.match(rb"^[rRuU]?('''|\"\"\"|'|\")", seg):
-            continue  # an f-string or bytes: what runs is not what is written
-        kernels = [m.group(1).decode() for m in _GLOBAL.finditer(seg)]
+    for s, _e, seg in cuda_strings(src):
+        kernels = [m.group(1).decode() for m in CUDA_GLOBAL.finditer(seg)]
         first = kernels[0] if kernels else None
 
         def line(offset: int) -> int:
             return src.line_of(s + offset)
 
         threads: set[bytes] = {m.group(1) for m in _LAUNCH_BOUNDS.finditer(seg)}
-        launches = list(_LAUNCH.finditer(seg))
+        launches = list(CUDA_LAUNCH.finditer(seg))
         threads |= {m.group(3) for m in launches}
         named: dict[bytes, KnobSite] = {}
         for rx, kind in ((_DEFINE, "define"), (_CONSTEXPR, "define")):

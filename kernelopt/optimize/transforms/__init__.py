@@ -15,6 +15,8 @@ ENTRY_POINT_GROUP = "kernelopt.transforms"
 
 # name -> "module:attribute"; imported only when used, so the CLI stays fast.
 BUILTIN: dict[str, str] = {
+    "cuda_block_template": "kernelopt.optimize.transforms.cuda_block_template:CudaBlockTemplate",
+    "cuda_vectorized_loads": "kernelopt.optimize.transforms.cuda_vectorized_loads:CudaVectorizedLoads",
     "autotune_table": "kernelopt.optimize.transforms.autotune_table:AutotuneTable",
     "dot_inner_product": "kernelopt.optimize.transforms.dot_inner_product:DotInnerProduct",
     "flat_elementwise": "kernelopt.optimize.transforms.flat_elementwise:FlatElementwise",

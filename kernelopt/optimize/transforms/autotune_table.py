@@ -129,7 +129,7 @@ def _grid_edit(p: Parsed, call: ast.Call, tuned: list[_Tuned]) -> tuple[int, int
         meta, body = grid.args.args[0].arg if grid.args.args else "META", grid.body
         expr = body
     else:
-        tup = literal_tuple(p, grid, call)
+        tup = literal_tuple(p, call)
         if tup is None:
             return "the grid reads a tuned tile but is not a tuple or lambda written in this file"
         meta, expr = "META", tup
@@ -164,7 +164,7 @@ def _host_uses_ok(p: Parsed, call: ast.Call, tuned: list[_Tuned]) -> str | None:
     allowed: set[int] = {id(t.kw.value) for t in tuned if t.kw is not None}
     grid_exprs = [grid]
     if isinstance(grid, ast.Name):
-        tup = literal_tuple(p, grid, call)
+        tup = literal_tuple(p, call)
         if tup is not None:
             grid_exprs.append(tup)
     allowed |= {id(n) for g in grid_exprs for n in ast.walk(g)}

@@ -211,7 +211,7 @@ def _launch_plan(p: Parsed, k: JitKernel, plan: _Plan) -> list[tuple[ast.Call, s
         return "no launch of the kernel in this file"
     out = []
     for call in calls:
-        grid = literal_tuple(p, call.func.slice, call)  # type: ignore[attr-defined]
+        grid = literal_tuple(p, call)
         if grid is None:
             return f"the grid at line {call.lineno} is not a tuple written in this file"
         axes = {plan.row_axis} | ({plan.col_axis} if plan.col_axis is not None else set())

@@ -38,6 +38,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     parse_for_apply,
     parse_for_sites,
     program_ids,
+    reindent_edits,
     text,
     tl_calls,
     used_names,
@@ -101,7 +102,7 @@ def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str]
         return "no launch of the kernel in this file"
     launches = []
     for call in calls:
-        grid = literal_tuple(p, call.func.slice, call)  # type: ignore[attr-defined]
+        grid = literal_tuple(p, call)
         if grid is None:
             return f"the grid at line {call.lineno} is not a tuple written in this file (its size is not known)"
         if len(grid.elts) < axes or any(not (isinstance(e, ast.Constant) and e.value == 1) for e in grid.elts[axes:]):
@@ -172,11 +173,7 @@ class PersistentGrid:
         loop = (f"{indent}# persistent: each program walks the tiles, PROGRAMS_PER_SM programs per SM\n"
                 f"{indent}for {tile} in {tl}.range({tl}.program_id(0), {total}, {tl}.num_programs(0)):\n")
         edits.append((src.line_starts[first_line - 1], src.line_starts[first_line - 1], loop))
-        for line in range(first_line, last_line + 1):
-            start = src.line_starts[line - 1]
-            end = src.line_starts[line] if line < len(src.line_starts) else len(src.data)
-            if src.data[start:end].strip():
-                edits.append((start, start, unit))
+        edits += reindent_edits(src, first_line, last_line, add=unit)
         edits.append(add_params(p, k, [*sizes, f"PROGRAMS_PER_SM: {constexpr_annotation(p)}"]))
         for call, grid in launches:
             stmt = enclosing_stmt(p, call)

@@ -169,18 +169,11 @@ def enclosing_stmt(p: Parsed, node: ast.AST) -> ast.stmt | None:
     return best
 
 
-def literal_tuple(p: Parsed, grid: ast.AST, at: ast.AST) -> ast.Tuple | ast.List | None:
-    """The grid as a tuple/list literal: written at the launch or bound once to a local name."""
-    if isinstance(grid, (ast.Tuple, ast.List)):
-        return grid
-    if isinstance(grid, ast.Name):
-        for scope in p.scopes_at(at):
-            binds = bindings(scope, grid.id)
-            if binds:
-                if len(binds) == 1 and isinstance(binds[0][1], (ast.Tuple, ast.List)):
-                    return binds[0][1]  # type: ignore[return-value]
-                return None
-    return None
+def literal_tuple(p: Parsed, call: ast.Call) -> ast.Tuple | ast.List | None:
+    """The launch's grid as a tuple/list literal (written at the launch or bound once to a local
+    name; see grid_of), None for a lambda grid or anything else."""
+    tup, lam, _ = grid_of(p, call)
+    return tup if lam is None else None
 
 
 def launch_args(k: JitKernel, call: ast.Call) -> dict[str, ast.AST] | None:
