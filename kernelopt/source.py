@@ -372,7 +372,7 @@ FEATURES = {
     "grid_1d": "a kernel reads only program_id(0)",
     "grid_2d": "a kernel reads program_id(1) (a 2-D program grid)",
     "loop": "a kernel has a for loop",
-    "row_loop": "a kernel loops over a dimension in constexpr-sized blocks (range(0, n, BLOCK))",
+    "row_loop": "a kernel loops over a dimension in constexpr-sized blocks (range(0, n, BLOCK) or range(cdiv(n, BLOCK)))",
     "multi_pass": "a kernel has two or more such block loops in sequence (it reads its data more than once)",
     "k_loop": "a loop accumulates into a value carried across iterations (acc += ... / acc = acc + ...)",
     "reduction": "a kernel calls tl.sum / tl.max / tl.min / tl.argmax / tl.argmin / tl.reduce",
@@ -386,15 +386,68 @@ FEATURES = {
 _REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod", "associative_scan"}
 
 
-def _block_loops(fn: ast.FunctionDef, constexprs: set[str]) -> list[ast.For]:
-    """`for x in range(a, b, BLOCK)` / `tl.range(...)` loops whose step is a constexpr."""
-    out = []
-    for node in ast.walk(fn):
-        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) == 3:
-            step = node.iter.args[2]
-            if isinstance(step, ast.Name) and step.id in constexprs:
-                out.append(node)
-    return out
+def stepped_block_loop(node: ast.AST, al: TritonAliases, constexprs: set[str]) -> bool:
+    """`for v in range(a, b, BLOCK)` / `tl.range(a, b, BLOCK)` with a constexpr step."""
+    if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) == 3):
+        return False
+    f = node.iter.func
+    if not ((isinstance(f, ast.Name) and f.id == "range") or al.tl_attr(f) == "range"):
+        return False
+    step = node.iter.args[2]
+    return isinstance(step, ast.Name) and step.id in constexprs
+
+
+def block_loop(node: ast.AST, al: TritonAliases, k: JitKernel) -> tuple[str, ast.AST, ast.AST] | None:
+    """(BLOCK, n, start) of a loop over a row in blocks; None for any other statement.
+
+    `for off in range(start, n, BLOCK)` (BLOCK a constexpr), or a loop over block indices
+    `for b in range([0,] cdiv(n, BLOCK)[, 1])` - cdiv written as tl.cdiv / triton.cdiv /
+    (n + BLOCK - 1) // BLOCK, inline or through a name bound once at the kernel's top level.
+    Either runs exactly once, with its variable 0, when BLOCK >= n >= 1."""
+    if stepped_block_loop(node, al, k.constexprs):
+        it = node.iter  # type: ignore[attr-defined]
+        return it.args[2].id, it.args[1], it.args[0]
+    if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and 1 <= len(node.iter.args) <= 3):
+        return None
+    f, args = node.iter.func, node.iter.args
+    if not ((isinstance(f, ast.Name) and f.id == "range") or al.tl_attr(f) == "range"):
+        return None
+    if len(args) == 3 and not (isinstance(args[2], ast.Constant) and args[2].value == 1):
+        return None
+    start: ast.AST = args[0] if len(args) >= 2 else ast.Constant(0)
+    count = args[1] if len(args) >= 2 else args[0]
+    if isinstance(count, ast.Name):
+        binds = [s for s in k.fn.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == count.id]
+        stores = [n for n in ast.walk(k.fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                  and n.id == count.id]
+        if len(binds) != 1 or len(stores) != 1:
+            return None
+        count = binds[0].value
+    n_blk = cdiv_args(count, al)
+    if n_blk is None or not (isinstance(n_blk[1], ast.Name) and n_blk[1].id in k.constexprs):
+        return None
+    return n_blk[1].id, n_blk[0], start
+
+
+def cdiv_args(node: ast.AST, al: TritonAliases) -> tuple[ast.AST, ast.AST] | None:
+    """(n, b) of `tl.cdiv(n, b)`, `triton.cdiv(n, b)` or `(n + b - 1) // b`."""
+    if isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords and (
+            al.tl_attr(node.func) == "cdiv" or al.is_triton_attr(node.func, "cdiv")):
+        return node.args[0], node.args[1]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.right, ast.Name):
+        b = node.right.id
+        num = node.left
+        if (isinstance(num, ast.BinOp) and isinstance(num.op, ast.Sub) and isinstance(num.right, ast.Constant)
+                and num.right.value == 1 and isinstance(num.left, ast.BinOp) and isinstance(num.left.op, ast.Add)
+                and isinstance(num.left.right, ast.Name) and num.left.right.id == b):
+            return num.left.left, node.right
+    return None
+
+
+def _block_loops(k: JitKernel, al: TritonAliases) -> list[ast.For]:
+    """The kernel's loops over a dimension in constexpr-sized blocks (see `block_loop`)."""
+    return [node for node in ast.walk(k.fn) if block_loop(node, al, k) is not None]  # type: ignore[misc]
 
 
 def _carried(loop: ast.For) -> bool:
@@ -425,7 +478,7 @@ def kernel_features(k: JitKernel, al: TritonAliases) -> set[str]:
                     axes.add(arg.value)
     out.add("grid_2d" if axes - {0} else "grid_1d")
     loops = [n for n in ast.walk(k.fn) if isinstance(n, (ast.For, ast.While))]
-    blocks = _block_loops(k.fn, k.constexprs)
+    blocks = _block_loops(k, al)
     if loops:
         out.add("loop")
     if blocks:

@@ -1,8 +1,9 @@
 """single_pass_row: several block loops over a row become one tile, the row loaded once.
 
-Applied to the suite drafts (softmax, rmsnorm, cross_entropy) and to two independently written
+Applied to the suite drafts (softmax, rmsnorm, cross_entropy) and to three independently written
 kernels (a kernel_function log-softmax with a row pointer, scalar running statistics, tl.range
-and a positional tile; a ModelNew layer norm in three passes with a grid variable), each result
+and a positional tile; a ModelNew softmax whose loops count blocks, range(tl.cdiv(n, B)) and
+range(0, (n + B - 1) // B); a ModelNew layer norm in three passes with a grid variable), each result
 verified on the interpreter at ragged shapes (n < the old BLOCK, n not a multiple of it, 1 row).
 """
 
@@ -46,6 +47,8 @@ CASES = [
      [{"BATCH": "1", "CLASSES": "3"}, {"BATCH": "5", "CLASSES": "1100"}]),
     (FIX / "logsoftmax_rowptr.py", "_lsm_fwd", SUITE / "log_softmax" / "problem.py",
      [{"ROWS": "1", "COLS": "5"}, {"ROWS": "3", "COLS": "37"}]),
+    (FIX / "softmax_block_count.py", "softmax_fwd_blocks", SUITE / "softmax" / "problem.py",
+     [{"ROWS": "1", "COLS": "5"}, {"ROWS": "3", "COLS": "130"}]),
     (FIX / "layernorm_three_pass.py", "ln_three_pass", SUITE / "layernorm" / "problem.py",
      [{"ROWS": "1", "DIM": "3"}, {"ROWS": "4", "DIM": "45"}]),
 ]

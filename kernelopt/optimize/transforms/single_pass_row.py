@@ -37,7 +37,6 @@ from kernelopt.optimize.transforms.triton_edit import (
     decline,
     enclosing_stmt,
     fresh,
-    is_block_loop,
     launch_args,
     parse_for_apply,
     parse_for_sites,
@@ -50,6 +49,7 @@ from kernelopt.source import (
     JitKernel,
     TritonAliases,
     apply_edits,
+    block_loop,
     grid_names,
     indent_of,
     segment,
@@ -193,25 +193,25 @@ class SinglePassRow:
 
     def _plan(self, p: Parsed, k: JitKernel) -> _Plan | str:
         src, al, fn = p.src, p.al, k.fn
-        every = [n for n in ast.walk(fn) if is_block_loop(n, al, k.constexprs)]
-        top = [s for s in fn.body if is_block_loop(s, al, k.constexprs)]
+        every = [n for n in ast.walk(fn) if block_loop(n, al, k) is not None]
+        top = [s for s in fn.body if block_loop(s, al, k) is not None]
         if not every:
-            return "no block loop over a row (range(0, n, BLOCK)): it already reads its data once"
+            return ("no block loop over a row (range(0, n, BLOCK) or range(cdiv(n, BLOCK))): "
+                    "it already reads its data once")
         if len(every) != len(top):
             return "a block loop is nested in other control flow or in another loop; cannot unroll it safely"
         if len(top) < 2:
             return "one block loop: it reads its row once already"
-        first = top[0].iter  # type: ignore[attr-defined]
-        step = first.args[2].id
-        extent = ast.dump(first.args[1])
+        step, stop, _ = block_loop(top[0], al, k)  # type: ignore[misc]
         for lp in top:
             it = lp.iter  # type: ignore[attr-defined]
-            if not (isinstance(it.args[0], ast.Constant) and it.args[0].value == 0):
+            lp_step, lp_stop, start = block_loop(lp, al, k)  # type: ignore[misc]
+            if not (isinstance(start, ast.Constant) and start.value == 0):
                 return f"the loop at line {lp.lineno} does not start at 0"
-            if it.args[2].id != step:
-                return f"the loops step by different block sizes ({step}, {it.args[2].id})"
-            if ast.dump(it.args[1]) != extent:
-                return f"the loops run over different extents ({segment(src, first.args[1])}, {segment(src, it.args[1])})"
+            if lp_step != step:
+                return f"the loops step by different block sizes ({step}, {lp_step})"
+            if ast.dump(lp_stop) != ast.dump(stop):
+                return f"the loops run over different extents ({segment(src, stop)}, {segment(src, lp_stop)})"
             if it.keywords:
                 return f"the loop at line {lp.lineno} passes loop options ({', '.join(kw.arg or '**' for kw in it.keywords)})"
             if not isinstance(lp.target, ast.Name):
@@ -225,7 +225,6 @@ class SinglePassRow:
                     return f"the loop at line {lp.lineno} has {type(n).__name__.lower()}"
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == lp.target.id and n is not lp.target:
                     return f"the loop at line {lp.lineno} assigns its variable {lp.target.id!r} in its body"
-        stop = first.args[1]
         if not (isinstance(stop, ast.Name) and stop.id in k.params and stop.id not in k.constexprs):
             return f"the row length {segment(src, stop)!r} is not a kernel argument the launch passes"
         if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in (stop.id, step)

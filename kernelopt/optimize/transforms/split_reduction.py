@@ -41,7 +41,6 @@ from kernelopt.optimize.transforms.triton_edit import (
     enclosing_stmt,
     fresh,
     grid_of,
-    is_block_loop,
     launch_args,
     parse_for_apply,
     parse_for_sites,
@@ -50,7 +49,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     tl_calls,
     used_names,
 )
-from kernelopt.source import Edit, JitKernel, apply_edits, indent_of
+from kernelopt.source import Edit, JitKernel, apply_edits, indent_of, stepped_block_loop
 
 NAME = "split_reduction"
 PARAM = "SPLIT"
@@ -166,7 +165,7 @@ class SplitReduction:
                and isinstance(n.func, ast.Attribute) and al.tl_attr(n.func)):
             return "already combines with atomics"
         loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))]
-        blocks = [s for s in fn.body if is_block_loop(s, al, k.constexprs)]
+        blocks = [s for s in fn.body if stepped_block_loop(s, al, k.constexprs)]
         if not blocks:
             return "no block loop over a reduced dimension (range(0, K, BLOCK)) at the top of the kernel"
         if len(loops) != 1 or len(blocks) != 1:

@@ -300,13 +300,3 @@ def triton_module(p: Parsed) -> tuple[str, list[Edit]]:
         return sorted(p.al.triton)[0], []
     return "triton", [import_edit(p.src, "import triton")]
 
-
-def is_block_loop(node: ast.AST, al: TritonAliases, constexprs: set[str]) -> bool:
-    """`for v in range(a, b, BLOCK)` / `tl.range(a, b, BLOCK)` with a constexpr step."""
-    if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) == 3):
-        return False
-    f = node.iter.func
-    if not ((isinstance(f, ast.Name) and f.id == "range") or al.tl_attr(f) == "range"):
-        return False
-    step = node.iter.args[2]
-    return isinstance(step, ast.Name) and step.id in constexprs
