@@ -1,0 +1,49 @@
+"""Compile one @triton.jit kernel of a file for sm_90 offline (no GPU, no driver) and print JSON.
+
+Run as a script in a process without TRITON_INTERPRET (the tests' own process interprets):
+    python3 tests/sm90_compile.py FILE KERNEL '{"BLOCK": 1024}'
+Parameters: constexprs take the given values, pointers (bare terms of a tl.load/tl.store
+address) are *fp32, every other parameter i32. Prints {"ok": true, "ptx_lines": N} or
+{"ok": false, "error": "..."}. It catches what only the compiler checks: scalar types
+through tl.where and if, tl.range over runtime bounds, tl.dot operand layouts.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import sys
+
+
+def main() -> None:
+    path, kname, consts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernelopt.optimize.transforms.autotune_table import _addends
+    from kernelopt.optimize.transforms.triton_edit import parse, tl_calls
+
+    source = open(path).read()
+    p = parse(source, path)
+    k = p.kernels[kname]
+    ptrs: set[str] = set()
+    for attr in ("load", "store"):
+        for c in tl_calls(k.fn, p.al, attr):
+            ptrs |= {t.id for t in _addends(c.args[0]) if isinstance(t, ast.Name)}
+    sig = {n: "constexpr" if n in k.constexprs else "*fp32" if n in ptrs else "i32" for n in k.params}
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    try:
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+        fn = getattr(mod, kname)
+        src = ASTSource(fn=fn, signature=sig, constexprs={n: consts.get(n, 1) for n in k.constexprs})
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32))
+        print(json.dumps({"ok": True, "ptx_lines": compiled.asm["ptx"].count("\n")}))
+    except Exception as exc:  # noqa: BLE001 - the message is the result
+        print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}))
+
+
+if __name__ == "__main__":
+    main()
