@@ -49,11 +49,21 @@ def test_suite_gelu_and_grouped_matmul(tmp_path):
     verify_all(tmp_path, SUITE / "matmul_fp32" / "problem.py", [{"M": "70", "N": "36", "K": "20"}], [both])
 
 
-def test_declines_a_meta_grid_and_an_early_return():
-    (r,) = T.sites(read(FIX / "matmul_meta_grid.py"))
-    assert not r.applies and "not a tuple written in this file" in r.reason
+def test_meta_lambda_grid_model_new(tmp_path):
+    source = read(FIX / "leaky_relu_meta.py")
+    out = T.apply(source, "leaky", PROGRAMS_PER_SM=1)
+    # the META grid is called once with what the launch passes; its literal is one knob for both
+    assert "grid_sizes = (lambda meta: (triton.cdiv(count, meta[\"CHUNK\"]),))({'CHUNK': CHUNK_2})" in out
+    assert "CHUNK=CHUNK_2" in out and knob_value(out, "CHUNK") == 64
+    verify_all(tmp_path, FIX / "problem_leaky_relu.py", [{"N": "300"}, {"N": "1"}, {"N": "1000"}], [out])
+
+
+def test_declines_an_unknown_grid_and_an_early_return():
+    computed = read(FIX / "scale_add_per_row.py").replace("grid = (n_rows,)", "grid = tuple([n_rows])")
+    (r,) = T.sites(computed)
+    assert not r.applies and "its size is not known" in r.reason
     with pytest.raises(TransformError):
-        T.apply(read(FIX / "matmul_meta_grid.py"), "gemm_tile")
+        T.apply(computed, "fused_scale_add")
     early = read(FIX / "scale_add_per_row.py").replace(
         "    start = row_id * hidden\n", "    if row_id >= 1000000:\n        return\n    start = row_id * hidden\n")
     (r,) = T.sites(early)

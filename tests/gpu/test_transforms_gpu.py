@@ -45,6 +45,8 @@ CASES = [
      [("persistent_grid", "gelu_kernel", {"PROGRAMS_PER_SM": 4})]),
     ("persistent/bias_relu_2d", FIX / "bias_relu_2d_grid.py", FIX / "problem_bias_relu.py",
      {"ROWS": "4097", "COLS": "3001"}, [("persistent_grid", "bias_relu_rows", {"PROGRAMS_PER_SM": 2})]),
+    ("persistent/leaky_meta_grid", FIX / "leaky_relu_meta.py", FIX / "problem_leaky_relu.py", {"N": "50000017"},
+     [("persistent_grid", "leaky", {"PROGRAMS_PER_SM": 4})]),
     ("flat/bias_silu_residual", SUITE / "bias_silu_residual" / "kernel.py", SUITE / "bias_silu_residual" / "problem.py",
      {}, [("flat_elementwise", "bias_silu_residual_kernel", {"BLOCK": 1024})]),
     ("flat/scale_add_ragged", FIX / "scale_add_per_row.py", FIX / "problem_scale_add.py",

@@ -62,8 +62,9 @@ def _target(stmt: ast.Assign) -> str:
 def _plan(p: Parsed, k: JitKernel) -> _Plan | str:
     """The plan, or why the kernel is not a 2-D tiled kernel this rewrite can reorder."""
     fn, al = k.fn, p.al
-    if "GROUP_M" in k.params:
-        return "already takes GROUP_M (grouped already)"
+    grouped = [name for name in k.params if "GROUP" in name.upper()]
+    if grouped:
+        return f"already takes {grouped[0]} (grouped already)"
     pids = program_ids(k, al)
     if None in pids or any(axis not in (0, 1) for axis in pids):
         return "reads a program id other than axis 0 and 1 (a 3-D or computed-axis grid)"

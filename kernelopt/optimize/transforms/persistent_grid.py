@@ -13,10 +13,11 @@ tile is still computed exactly once, by the same code. The SM count is read at t
 from `torch.cuda.get_device_properties` when CUDA is available, else a small constant (so
 the interpreter runs the loop). PROGRAMS_PER_SM is a constexpr passed at the launch: a knob.
 
-It declines kernels with a `return` (it would end the loop, not the tile), multi-line
-strings in the body (re-indenting would change them), grids that are not a tuple written
-in the file (a `lambda META:` grid's size is only known to the launcher) and kernels that
-already loop over program ids.
+A `lambda META:` grid is called once at the launch with the values the launch passes for
+the META keys it reads, which gives the tile counts. It declines kernels with a `return`
+(it would end the loop, not the tile), multi-line strings in the body (re-indenting would
+change them), grids it cannot evaluate at the launch (computed elsewhere, or META from an
+autotuner's pick) and kernels that already loop over program ids.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from kernelopt.optimize.transforms.triton_edit import (
     decline,
     enclosing_stmt,
     fresh,
-    literal_tuple,
+    grid_of,
+    launch_args,
     parse_for_apply,
     parse_for_sites,
     program_ids,
@@ -67,7 +69,10 @@ def _body(k: JitKernel) -> list[ast.stmt]:
     return body
 
 
-def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str]]], str] | str:
+_MetaGrid = tuple[str, list[tuple[str, ast.AST]], list[ast.AST]]  # the grid callable, META key -> launch arg, literals
+
+
+def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str] | None, _MetaGrid | None]], str] | str:
     """(axes the kernel reads, per launch its call and grid sizes, torch alias), or why not."""
     fn, al = k.fn, p.al
     if "PROGRAMS_PER_SM" in k.params:
@@ -102,16 +107,35 @@ def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str]
         return "no launch of the kernel in this file"
     launches = []
     for call in calls:
-        grid = literal_tuple(p, call)
+        grid, lam, why = grid_of(p, call)
         if grid is None:
-            return f"the grid at line {call.lineno} is not a tuple written in this file (its size is not known)"
+            return f"the grid at line {call.lineno}: {why} (its size is not known)"
         if len(grid.elts) < axes or any(not (isinstance(e, ast.Constant) and e.value == 1) for e in grid.elts[axes:]):
             return f"the grid at line {call.lineno} does not match the {axes} program-id axes the kernel reads"
-        if any(isinstance(e, ast.Starred) for e in grid.elts):
-            return f"the grid at line {call.lineno} is unpacked from another value"
         if enclosing_stmt(p, call) is None:
             return f"the launch at line {call.lineno} is not inside a statement"
-        launches.append((call, [text(p, e) for e in grid.elts[:axes]]))
+        if lam is None:
+            launches.append((call, [text(p, e) for e in grid.elts[:axes]], None))
+            continue
+        # A META grid: evaluated at the launch with the values the launch passes for its META keys.
+        if k.autotune is not None:
+            return "autotuned with a META grid: the tile count depends on the tuner's pick"
+        if len(lam.args.args) != 1:
+            return f"the grid lambda at line {call.lineno} does not take one META argument"
+        meta = lam.args.args[0].arg
+        keys = []
+        for n in ast.walk(lam.body):
+            if isinstance(n, ast.Name) and n.id == meta:
+                parent = next((q for q in ast.walk(lam.body) if isinstance(q, ast.Subscript) and q.value is n), None)
+                if parent is None or not (isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, str)):
+                    return f"the grid lambda at line {call.lineno} reads {meta} other than as {meta}['NAME']"
+                keys.append(parent.slice.value)
+        args = launch_args(k, call)
+        if args is None or any(key not in args for key in keys):
+            return f"the grid at line {call.lineno} reads a META value the launch does not pass by name"
+        literals = [args[key] for key in dict.fromkeys(keys) if isinstance(args[key], ast.Constant)]
+        launches.append((call, None, (text(p, call.func.slice), [(key, args[key]) for key in dict.fromkeys(keys)],  # type: ignore[attr-defined]
+                                      literals)))
     a = fn.args
     if a.vararg or a.kwarg or a.kwonlyargs or a.defaults:
         return "takes *args, **kwargs, keyword-only or defaulted parameters"
@@ -175,16 +199,36 @@ class PersistentGrid:
         edits.append((src.line_starts[first_line - 1], src.line_starts[first_line - 1], loop))
         edits += reindent_edits(src, first_line, last_line, add=unit)
         edits.append(add_params(p, k, [*sizes, f"PROGRAMS_PER_SM: {constexpr_annotation(p)}"]))
-        for call, grid in launches:
+        for call, given, meta_grid in launches:
             stmt = enclosing_stmt(p, call)
             assert stmt is not None
             names = used_names(src.tree) | taken
             tiles, sms = fresh(names, "num_tiles"), fresh(names, "num_sms")
             taken |= {tiles, sms}
             pad = indent_of(src, stmt)
+            pre = ""
+            if meta_grid is not None:  # the META grid, called once with what the launch passes
+                callable_, keyed, literals = meta_grid
+                # a literal META value is bound to one name that the launch and the grid both read,
+                # so the knob it is stays one value
+                bound: dict[int, str] = {}
+                for key, arg in keyed:
+                    if arg in literals and id(arg) not in bound:
+                        var = fresh(taken | names, key)
+                        taken.add(var)
+                        bound[id(arg)] = var
+                        pre += f"{var} = {text(p, arg)}\n{pad}"
+                        edits.append((src.start(arg), src.end(arg), var))
+                values = ", ".join(f"{key!r}: {bound.get(id(arg)) or text(p, arg)}" for key, arg in keyed)
+                sizes_var = fresh(taken, "grid_sizes")
+                pre += f"{sizes_var} = ({callable_})({{{values}}})\n{pad}"
+                grid = [f"{sizes_var}[{a}]" for a in range(axes)]
+            else:
+                assert given is not None
+                grid = given
             tiles_expr = " * ".join(f"({g})" for g in grid)
             edits.append((src.start(stmt), src.start(stmt),
-                          f"{tiles} = {tiles_expr}\n{pad}{sms} = ({torch}.cuda.get_device_properties("
+                          f"{pre}{tiles} = {tiles_expr}\n{pad}{sms} = ({torch}.cuda.get_device_properties("
                           f"{torch}.cuda.current_device()).multi_processor_count if {torch}.cuda.is_available() "
                           f"else {CPU_SMS})\n{pad}"))
             slice_ = call.func.slice  # type: ignore[attr-defined]
