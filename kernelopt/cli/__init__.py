@@ -138,6 +138,11 @@ def main(ctx: click.Context, debug: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    from kernelopt.harness.sandbox import harden_process
+
+    # Before any key is read: candidates run as this user, and must not open this process's
+    # /proc/<pid>/environ (API keys) or the fds of the channels to its verifiers.
+    harden_process()
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m kernelopt`

@@ -40,6 +40,25 @@ from kernelopt.harness.protocol import (
 from kernelopt.models.harness import Candidate, Evaluation, Failure, Problem
 
 WORKER_START_TIMEOUT_S = 900.0  # building multi-GB inputs and references, compiling baselines
+# The watchdog over one evaluation: a verifier that has not answered within this many seconds
+# beyond the candidate's own limits is killed and the candidate fails as `timeout`. One
+# evaluation may use the candidate's time limit for loading + verifying + timing + re-verifying
+# (the verifier's own deadline), plus building the timing reference and a runner start.
+WATCHDOG_SLACK_S = 240.0
+# A verifier sends a heartbeat every HEARTBEAT_S while it evaluates; one that stays silent this
+# long (stopped with SIGSTOP, frozen) is killed, whatever the time limit.
+SILENCE_LIMIT_S = 60.0
+
+
+def watchdog_s(timeout_s: float) -> float:
+    """How long the engine waits for a verifier's answer to one evaluation, heartbeats or not."""
+    from kernelopt.harness.worker import RUNNER_START_TIMEOUT_S
+
+    return 2 * timeout_s + RUNNER_START_TIMEOUT_S + WATCHDOG_SLACK_S
+
+
+class Forged(Exception):
+    """A line on the engine's channel that answers no request in flight."""
 Isolation = Literal["worker", "candidate"]
 
 
@@ -138,27 +157,57 @@ class LocalWorker:
 
     def evaluate(self, request: EvaluateRequest, progress: Callable[[str], None]) -> Evaluation:
         assert self.chan is not None
+        deadline = time.monotonic() + watchdog_s(self.config.timeout_s)
         try:
             self.chan.send(request)
             while True:
-                # The worker enforces the candidate's time limit; this bound only catches a wedged worker.
-                reply = parse_verifier_reply(self.chan.recv_json(self.config.timeout_s * 3 + 600))
+                # The verifier enforces the candidate's time limit; this watchdog catches a verifier
+                # that is stopped (SIGSTOP), wedged or starved.
+                left = deadline - time.monotonic()
+                try:
+                    data = self.chan.recv_json(max(0.0, min(left, SILENCE_LIMIT_S)))
+                except ProtocolError as exc:
+                    if exc.timeout and left > SILENCE_LIMIT_S:
+                        raise ProtocolError(f"no heartbeat for {SILENCE_LIMIT_S:g} s", timeout=True) from None
+                    raise
+                try:
+                    reply = parse_verifier_reply(data)
+                except ValueError:
+                    raise Forged("a line that is no verifier reply") from None
+                if not isinstance(reply, (ProgressReply, ResultReply)):
+                    raise Forged(f"a {reply.type!r} message in the middle of an evaluation")
+                if reply.index != request.index or reply.nonce != request.nonce:
+                    raise Forged(f"a {reply.type} for index {reply.index} that does not carry this request's nonce")
                 if isinstance(reply, ProgressReply):
-                    progress(reply.text)
-                elif isinstance(reply, ResultReply):
+                    if reply.text:  # "" is a heartbeat
+                        progress(reply.text)
+                else:
                     return reply.evaluation
-                elif isinstance(reply, FatalReply):
-                    raise ProtocolError(reply.message)
+        except Forged as exc:
+            # Only code running below this verifier can have written it: the candidate in its runner.
+            # The channel is no longer trusted, so the verifier goes and a fresh one serves the next.
+            return self._fail_and_restart(request, "tampered", "someone other than the verifier wrote into the "
+                                          f"engine's channel ({exc}): the candidate forged its verdict")
         except ProtocolError as exc:
+            if exc.timeout:
+                return self._fail_and_restart(request, "timeout", f"the verifier stopped answering ({exc}; the "
+                                              f"watchdog allows {SILENCE_LIMIT_S:g} s of silence and "
+                                              f"{watchdog_s(self.config.timeout_s):g} s per candidate): it was killed")
+            if "not JSON" in str(exc) or "not a JSON object" in str(exc) or "longer than" in str(exc):
+                return self._fail_and_restart(request, "tampered", "someone other than the verifier wrote into the "
+                                              f"engine's channel ({exc}): the candidate forged its verdict")
             # The verifier itself died (out of host memory, killed): the candidate fails, the worker restarts.
-            _, err = self._stop()
-            tail = err.strip().splitlines()[-1][:300] if err.strip() else str(exc)
-            ev = Evaluation(problem=self.config.problem, candidate=request.candidate, device=self.config.device,
-                            worker=self.name,
-                            failure=Failure(reason="crash", stage="verify", message=f"the verifier worker died: {tail}",
-                                            stderr=err[-20000:] or None))
-            self.ready = self._start()
-            return ev
+            return self._fail_and_restart(request, "crash", "the verifier worker died: {tail}", default_tail=str(exc))
+
+    def _fail_and_restart(self, request: EvaluateRequest, reason: Any, message: str, default_tail: str = "") -> Evaluation:
+        _, err = self._stop()
+        tail = err.strip().splitlines()[-1][:300] if err.strip() else default_tail
+        ev = Evaluation(problem=self.config.problem, candidate=request.candidate, device=self.config.device,
+                        worker=self.name,
+                        failure=Failure(reason=reason, stage="verify", message=message.replace("{tail}", tail),
+                                        stderr=err[-20000:] or None))
+        self.ready = self._start()
+        return ev
 
     def _stop(self) -> tuple[str, str]:
         out = ("", "")
@@ -287,8 +336,11 @@ class Engine:
         self.close()
 
     def start(self) -> None:
-        from kernelopt.harness.sandbox import install_reaper
+        from kernelopt.harness.sandbox import harden_process, install_reaper
 
+        # The engine holds the user's environment (API keys) and the verifiers' channels: no
+        # candidate running as the same user may open its /proc/<pid>/{environ,fd,mem}.
+        harden_process()
         # On the caller's thread: signal handlers can only be installed from the main
         # thread, and workers are spawned from boot threads.
         install_reaper()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import time
 from typing import Any, Literal, Union
@@ -80,9 +81,16 @@ class WorkerConfig(Model):
     cpu_timing_calls: int = 3
 
 
+def new_nonce() -> str:
+    return secrets.token_hex(16)
+
+
 class EvaluateRequest(Model):
     type: Literal["evaluate"] = "evaluate"
     index: int
+    # Unguessable, fresh per request: every reply to this request carries it back, so a line
+    # written into the engine's pipe by anyone but the verifier answers no request.
+    nonce: str = Field(default_factory=new_nonce)
     candidate: Candidate
     verify: bool = True
     time: bool = True
@@ -111,12 +119,14 @@ class ReadyReply(Model):
 class ProgressReply(Model):
     type: Literal["progress"] = "progress"
     index: int
+    nonce: str = ""
     text: str
 
 
 class ResultReply(Model):
     type: Literal["result"] = "result"
     index: int
+    nonce: str = ""
     evaluation: Evaluation
 
 
@@ -156,16 +166,32 @@ class TrialRequest(Model):
 
 
 class TimeRequest(Model):
+    """Time the candidate on the arena's inputs with CUDA events (`time_callable`), in the runner."""
+
     type: Literal["time"] = "time"
     timing: dict[str, Any] = Field(default_factory=dict)
-    cpu_calls: int = 3
+
+
+class CallRequest(Model):
+    """Call the candidate once on the arena's inputs (the interpreter's timed call: the verifier
+    holds the clock) and keep what it returned for the CollectRequest that follows."""
+
+    type: Literal["call"] = "call"
+
+
+class CollectRequest(Model):
+    """After a CallRequest: copy what the call returned into the arena (`copy`, the verifier's
+    choice, made after the call returned) and poison the returned tensors."""
+
+    type: Literal["collect"] = "collect"
+    copy_outputs: bool = False
 
 
 class UnloadRequest(Model):
     type: Literal["unload"] = "unload"
 
 
-RunnerRequest = Union[RunnerInit, LoadRequest, TrialRequest, TimeRequest, UnloadRequest]
+RunnerRequest = Union[RunnerInit, LoadRequest, TrialRequest, TimeRequest, CallRequest, CollectRequest, UnloadRequest]
 
 
 class OutputInfo(Model):
@@ -192,9 +218,10 @@ class RunnerReply(Model):
     # time
     timing: TimingStats | None = None
     calls: int = 0
-    wall_s: float = 0.0
+    judged_call: int | None = Field(None, description="which timed call's outputs the arena holds (1-based)")
     # after any request: did the checks' functions stay the originals, is the device usable
     tampered: list[str] = Field(default_factory=list)
+    guard: dict[str, int] = Field(default_factory=dict, description="id() of every guarded function, read now")
     device_ok: bool = True
 
 

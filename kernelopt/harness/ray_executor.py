@@ -59,11 +59,12 @@ class VerifierActor:
 
     def start(self, config_json: str) -> str:
         """Build the verifier; the reply (ReadyReply or FatalReply) as JSON, with where it runs."""
-        from kernelopt.harness.sandbox import _process_prefix, install_reaper
+        from kernelopt.harness.sandbox import _process_prefix, harden_process, install_reaper
         from kernelopt.harness.worker import NeedsGpu, Verifier
 
         # Runners spawned from here must die with this actor: orphans re-parent to it
         # (subreaper), and close() kills every tree it started.
+        harden_process()  # the references and the arena recipe live here
         install_reaper()
         info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(), "prefix": _process_prefix()}
         try:

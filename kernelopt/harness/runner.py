@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import traceback
 from typing import Any
 
 from kernelopt.harness.protocol import (
+    CallRequest,
     Channel,
+    CollectRequest,
     LoadRequest,
     OutputInfo,
     ProtocolError,
@@ -39,10 +40,25 @@ _GUARDED = (
     ("torch.Tensor", "__eq__"), ("torch.Tensor", "view"), ("torch.Tensor", "reshape"),
     ("torch.cuda", "synchronize"), ("torch.cuda", "Event"), ("torch.cuda", "current_stream"),
     ("torch.cuda", "_sleep"), ("torch.cuda.Event", "record"), ("torch.cuda.Event", "elapsed_time"),
-    ("time", "perf_counter"), ("time", "monotonic"), ("os", "write"),
+    ("time", "perf_counter"), ("time", "perf_counter_ns"), ("time", "monotonic"), ("time", "monotonic_ns"),
+    ("time", "time"), ("time", "sleep"), ("os", "write"), ("os", "urandom"), ("secrets", "randbelow"),
     ("kernelopt.harness.timing", "time_callable"), ("kernelopt.harness.timing", "sample_calls"),
-    ("kernelopt.harness.timing", "summarize"), ("kernelopt.harness.protocol.Channel", "send"),
+    ("kernelopt.harness.timing", "summarize"), ("kernelopt.harness.timing", "launch_guard_us"),
+    ("kernelopt.harness.timing", "_sleep_cycles_per_us"), ("kernelopt.harness.timing", "l2_flush_bytes"),
+    ("kernelopt.harness.poison", "fill_poison"), ("kernelopt.harness.binding", "as_outputs"),
+    ("kernelopt.harness.binding.Prepared", "bound_call"), ("kernelopt.harness.arena.Arena", "view"),
+    ("kernelopt.harness.arena.Arena", "values"), ("kernelopt.harness.protocol.Channel", "send"),
+    ("kernelopt.harness.protocol.Channel", "recv_json"),
+    # The runner's own handlers and this guard: replacing them switches the checks off.
+    ("kernelopt.harness.runner.Runner", "trial"), ("kernelopt.harness.runner.Runner", "time"),
+    ("kernelopt.harness.runner.Runner", "call"), ("kernelopt.harness.runner.Runner", "collect"),
+    ("kernelopt.harness.runner.Runner", "health"), ("kernelopt.harness.runner.Runner", "_copy_out"),
+    ("kernelopt.harness.runner.Runner", "_after_timed_call"),
+    ("kernelopt.harness.runner.Guard", "changed"), ("kernelopt.harness.runner.Guard", "snapshot"),
 )
+# A timed call's outputs are copied into the arena for the verifier to judge with probability
+# 1 / JUDGE_ONE_IN, drawn after the call returned: the candidate cannot know which calls count.
+JUDGE_ONE_IN = 3
 
 
 def _resolve(owner: str) -> Any:
@@ -76,6 +92,19 @@ class Guard:
                 self.originals[f"{owner}.{attr}"] = _lookup(owner, attr)
             except (ImportError, AttributeError):
                 continue
+
+    def snapshot(self) -> dict[str, int]:
+        """id() of each guarded name's object as it is now. The verifier keeps the first
+        snapshot (taken before any candidate ran) out of the candidate's reach and compares
+        every later one with it: editing `originals` here does not hide a replacement."""
+        out = {}
+        for name in self.originals:
+            owner, _, attr = name.rpartition(".")
+            try:
+                out[name] = id(_lookup(owner, attr))
+            except (ImportError, AttributeError):
+                out[name] = 0
+        return out
 
     def changed(self) -> list[str]:
         out = []
@@ -187,22 +216,72 @@ class Runner:
         return info
 
     def time(self, req: TimeRequest) -> RunnerReply:
+        """CUDA-event timing; every timed call's outputs may be the ones judged (`_after_timed_call`)."""
         from kernelopt.harness.binding import classify_exception, describe_exception
-        from kernelopt.harness.timing import interpreter_wall_time, time_callable
+        from kernelopt.harness.timing import time_callable
 
         inputs = self.arena.values(self.init.inputs)
         call = self.prepared.bound_call("candidate", inputs)
-        start = time.perf_counter()
+        self._timed = {"n": 0, "judged": None, "infos": None}
         try:
-            if self.cuda:
-                stats = time_callable(call, device=self.device, **req.timing)
-            else:
-                stats = interpreter_wall_time(call, calls=req.cpu_calls)
+            stats = time_callable(call, device=self.device, after_call=self._after_timed_call, **req.timing)
         except Exception as exc:  # noqa: BLE001
             return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
                                traceback=_candidate_traceback(exc))
         return RunnerReply(ok=True, timing=stats, calls=stats.count + stats.warmup_count,
-                           wall_s=time.perf_counter() - start)
+                           judged_call=self._timed["judged"], outputs=self._timed["infos"] or [])
+
+    def _after_timed_call(self, result: Any) -> None:
+        """After a timed call (outside the events): keep its outputs in the arena if the draw says
+        so (always the first call's, until a later one is drawn), then poison what it returned, so
+        a later call that skips its work cannot hand back this call's result from a reused buffer."""
+        import secrets
+
+        from kernelopt.harness.binding import as_outputs
+
+        self._timed["n"] += 1
+        outputs = as_outputs(result)
+        if self._timed["judged"] is None or secrets.randbelow(JUDGE_ONE_IN) == 0:
+            self._timed["infos"] = self._collect_outputs(outputs)
+            self._timed["judged"] = self._timed["n"]
+        self._poison_returned(outputs)
+
+    def call(self, req: CallRequest) -> RunnerReply:
+        """One call of the candidate, timed by the verifier around this request (the interpreter path)."""
+        from kernelopt.harness.binding import as_outputs, classify_exception, describe_exception
+
+        inputs = self.arena.values(self.init.inputs)
+        try:
+            self._held = as_outputs(self.prepared.bound_call("candidate", inputs)())
+        except Exception as exc:  # noqa: BLE001 - untrusted code
+            self._held = []
+            return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
+                               traceback=_candidate_traceback(exc))
+        return RunnerReply(ok=True)
+
+    def collect(self, req: CollectRequest) -> RunnerReply:
+        held, self._held = getattr(self, "_held", []), []
+        infos = self._collect_outputs(held) if req.copy_outputs else []
+        self._poison_returned(held)
+        return RunnerReply(ok=True, outputs=infos)
+
+    def _collect_outputs(self, outputs: list[Any]) -> list[OutputInfo]:
+        infos = [self._copy_out(spec, out) for spec, out in zip(self.init.outputs, outputs)]
+        return infos + [_describe(out) for out in outputs[len(self.init.outputs):]]
+
+    def _poison_returned(self, outputs: list[Any]) -> None:
+        import torch
+
+        from kernelopt.harness.poison import fill_poison
+
+        base = self.arena.buffer.untyped_storage().data_ptr()
+        end = base + self.arena.spec.nbytes
+        for out in outputs:
+            # Never the arena itself (an output that is a view of an input): that would change the inputs.
+            if isinstance(out, torch.Tensor) and out.is_floating_point() and not (
+                base <= out.untyped_storage().data_ptr() < end
+            ):
+                fill_poison(out.detach())
 
     def unload(self, req: UnloadRequest) -> RunnerReply:
         module = self.prepared.candidate_module
@@ -215,6 +294,7 @@ class Runner:
 
     def health(self, reply: RunnerReply) -> RunnerReply:
         reply.tampered = self.guard.changed()
+        reply.guard = self.guard.snapshot()
         if self.cuda:
             try:
                 import torch
@@ -269,7 +349,8 @@ def main(read_fd: int, write_fd: int) -> int:
                               traceback=traceback.format_exc()[-8000:]))
         return 4
     chan.send(runner.health(RunnerReply(ok=True)))
-    handlers = {LoadRequest: runner.load, TrialRequest: runner.trial, TimeRequest: runner.time, UnloadRequest: runner.unload}
+    handlers = {LoadRequest: runner.load, TrialRequest: runner.trial, TimeRequest: runner.time, CallRequest: runner.call,
+                CollectRequest: runner.collect, UnloadRequest: runner.unload}
     while True:
         try:
             req = parse_runner_request(chan.recv_json())

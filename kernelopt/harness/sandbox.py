@@ -142,7 +142,9 @@ def _proc_table() -> _Table:
             continue
         pid = int(entry)
         try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
+            # A non-dumpable process (`harden_process`: the engine, a verifier) shows its
+            # /proc entry as root's; its real uid, in `status`, is still ours.
+            if os.stat(f"/proc/{entry}").st_uid != uid and _real_uid(pid) != uid:
                 continue
         except OSError:
             continue
@@ -150,6 +152,17 @@ def _proc_table() -> _Table:
         if proc is not None:
             table[pid] = proc
     return table
+
+
+def _real_uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _stat_of(pid: int) -> _Proc | None:
@@ -608,6 +621,48 @@ def _set_subreaper() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+_PR_SET_DUMPABLE = 4
+_hardened = False
+
+
+def harden_process() -> bool:
+    """Make this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`, Linux only).
+
+    A process of the same user can then no longer open this one's
+    `/proc/<pid>/{mem,environ,fd/*,maps}` nor ptrace it: a candidate cannot write into
+    the verifier's pipes, rewrite its references, or read the engine's environment (an
+    API key). `/proc/<pid>/cmdline` stays readable to everyone: keep secrets off the
+    command line. Root (CAP_SYS_PTRACE) is not stopped by this; `--isolate sandbox` is
+    what keeps a root candidate away. The engine and every verifier call it; a runner
+    never does (it is the candidate's own process). Also no core dumps of this process.
+    Returns whether it took effect; idempotent. The flag survives fork and is reset by
+    exec, so each process calls it itself.
+    """
+    global _hardened
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        _hardened = libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        _hardened = False
+    return _hardened
+
+
+def is_hardened() -> bool:
+    """Whether this process is non-dumpable (read from the kernel, not from our flag)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
     except (OSError, AttributeError):
         return False
 

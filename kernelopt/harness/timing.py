@@ -158,8 +158,12 @@ def time_callable(
     launch_guard: bool = True,
     device: "torch.device | int | str | None" = None,
     max_calls: int = DEFAULT_MAX_CALLS,
+    after_call: Callable[[Any], None] | None = None,
 ) -> TimingStats:
     """Time `fn()` on a CUDA device; see the module docstring for the method.
+
+    `after_call(result)` runs after each call's synchronize, outside the timed events (the
+    runner keeps or poisons a timed call's outputs there, so timed calls can be judged).
 
     `min_ms` counts measured (event) time, not wall time, so a short kernel gets
     more samples. `max_calls` bounds the number of timed calls for very short
@@ -199,10 +203,13 @@ def time_callable(
                 sleep(int(guard_us * cycles_per_us))
             start_evt.record()
             t0 = time.perf_counter()
-            fn()
+            result = fn()
             host = (time.perf_counter() - t0) * 1e6
             end_evt.record()
             torch.cuda.synchronize(dev)
+            if after_call is not None:
+                after_call(result)
+            del result
             # The first call may compile for seconds: it must not size the guard.
             host_us.append(host)
             guard_us = launch_guard_us(host_us[1:])
@@ -280,7 +287,7 @@ def timing_defaults() -> dict[str, Any]:
     import inspect
 
     params = inspect.signature(time_callable).parameters.values()
-    return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY and p.name != "device"}
+    return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "after_call")}
 
 
 
@@ -307,22 +314,9 @@ def time_baselines(
     return out
 
 
-INTERPRETER_METHOD = "interpreter wall time: Triton interpreter on the CPU, perf_counter around each call (not a GPU time)"
-
-
-def interpreter_wall_time(fn: Callable[[], Any], *, calls: int = 3) -> TimingStats:
-    """Wall time per call of `fn()` on the CPU (the Triton interpreter): one warm-up, then `calls` calls.
-
-    These figures order candidates in CPU-only runs (tests, the demo); they say nothing
-    about GPU speed, and every place that shows them labels them with INTERPRETER_METHOD.
-    """
-    fn()
-    samples = []
-    for _ in range(max(1, calls)):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1000.0)
-    return summarize(samples, warmup_count=1, method=INTERPRETER_METHOD)
+# The verifier holds this clock (around each call request), not the runner: a candidate can replace its own clock.
+INTERPRETER_METHOD = ("interpreter wall time: Triton interpreter on the CPU, the verifier's perf_counter around each call "
+                      "(not a GPU time)")
 
 
 @contextlib.contextmanager

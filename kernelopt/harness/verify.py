@@ -103,7 +103,7 @@ def as_verification(ev: Any) -> Verification:
         if ev.failure is None:
             return ev.verification
         update: dict[str, Any] = {"failure": ev.failure}
-        if ev.verification.passed:  # e.g. tampered, or left the device erroring, after correct trials
+        if ev.verification.passed or ev.verification.reason is None:  # e.g. tampered after correct trials
             update.update(passed=False, reason=ev.failure.reason, message=ev.failure.message)
         return ev.verification.model_copy(update=update)
     a, r = resolve_tolerances(ev.problem, ev.problem.dtype, None, None)

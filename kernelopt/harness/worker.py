@@ -21,7 +21,9 @@ from typing import Any, Callable
 
 from kernelopt.errors import BadInput
 from kernelopt.harness.protocol import (
+    CallRequest,
     Channel,
+    CollectRequest,
     EvaluateRequest,
     FatalReply,
     LoadRequest,
@@ -39,7 +41,7 @@ from kernelopt.harness.protocol import (
     parse_engine_request,
     parse_runner_reply,
 )
-from kernelopt.models.harness import Evaluation, Failure, FailureReason, Timing, Trial, Verification
+from kernelopt.models.harness import Evaluation, Failure, FailureReason, Timing, TimingStats, Trial, Verification
 
 RUNNER_START_TIMEOUT_S = 180.0
 # A reported time is not credible below this fraction of the roofline floor (bytes / peak bandwidth).
@@ -183,9 +185,14 @@ class Verifier:
         self.runner_hosted = False  # no candidate loaded in this runner yet
         init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
                           inputs=self.in_specs, outputs=self.out_specs)
+        self.guard_ids = None
         reply = self.ask(init, time.monotonic() + RUNNER_START_TIMEOUT_S)
         if not reply.ok:
             raise RunnerGone("crash", reply.message or "the runner could not start")
+        # The guarded functions' identities before any candidate ran, kept here, where no
+        # candidate runs: a candidate that replaces one and edits the runner's own record of
+        # the originals still reports another identity than this.
+        self.guard_ids = dict(reply.guard)
 
     def stop_runner(self) -> tuple[str, str]:
         """Kill the runner's whole tree; returns its captured (stdout, stderr)."""
@@ -206,7 +213,12 @@ class Verifier:
         assert self.chan is not None
         try:
             self.chan.send(request)
-            return parse_runner_reply(self.chan.recv_json(max(0.0, deadline - time.monotonic())))
+            reply = parse_runner_reply(self.chan.recv_json(max(0.0, deadline - time.monotonic())))
+            if self.guard_ids is not None and reply.guard != self.guard_ids:
+                changed = sorted(n for n in set(self.guard_ids) | set(reply.guard)
+                                 if reply.guard.get(n) != self.guard_ids.get(n))
+                reply.tampered = sorted(set(reply.tampered) | set(changed[:20] or ["the runner's guard report"]))
+            return reply
         except ProtocolError as exc:
             if exc.timeout:
                 raise RunnerGone("timeout", f"did not finish within {self.cfg.timeout_s:g} s") from None
@@ -226,11 +238,15 @@ class Verifier:
             ev.wall_s = time.monotonic() - start
             return ev
         last: RunnerReply | None = None
-        if req.candidate.backend == "cuda" and self.runner is not None and self.runner_hosted:
+        if self.runner is not None and self.runner_hosted and (
+            req.candidate.backend == "cuda" or (req.time and self.cuda)
+        ):
             # C++/CUDA code allocates past the poisoned Python factories, so only the
             # allocator poison stands between it and a stale block, and in a runner that
             # hosted other candidates it missed some: on the H100 an extension that wrote
             # half its output got an earlier candidate's stale values, not the poison.
+            # And a GPU time is taken by code in the runner (CUDA events): an earlier
+            # candidate's replaced Event or clock must not time this one.
             self.stop_runner()
         mark = time.monotonic()
 
@@ -286,6 +302,11 @@ class Verifier:
                                  message="the candidate left the device in an error state")
         if self.runner is not None and (restart or ev.failure is not None):
             _attach_output(ev.failure, self.stop_runner() if restart else self.runner.output())
+        if ev.failure is not None and ev.verification is not None and ev.verification.reason is None:
+            # A failure found after (or between) the trials -- tampering, a device left erroring --
+            # is the verification's verdict too: never "FAIL (None): None".
+            ev.verification = ev.verification.model_copy(update={
+                "passed": False, "reason": ev.failure.reason, "message": ev.failure.message})
         ev.wall_s = time.monotonic() - start
         return ev
 
@@ -299,32 +320,38 @@ class Verifier:
             return Failure(reason="compile", stage="load", message=str(exc))
         return Failure(reason="needs_gpu", stage="load", message=f"a CUDA candidate needs a GPU to run; {note}")
 
-    def _verify(self, req: EvaluateRequest, ev: Evaluation, deadline: float) -> RunnerReply | None:
+    def _trial(self, seed: int, deadline: float, previous: Any = None) -> tuple[RunnerReply, Trial, Any]:
+        """One poisoned call of the candidate on `seed`'s inputs, judged here."""
         from kernelopt.harness.verify import judge_trial
 
+        inputs = self.inputs_for(seed)
+        self.arena.write(self.in_specs, inputs)
+        last = self.ask(TrialRequest(seed=seed), deadline)
+        if not last.ok:
+            return last, Trial(seed=seed, passed=False, reason=last.reason or "runtime", message=last.message), previous
+        verdict, previous = judge_trial(
+            seed, last.outputs, self._arena_outputs(last.outputs), self.refs[seed], self.arena.values(self.in_specs),
+            inputs, self.atol, self.rtol, changed_after_sync=last.changed_after_sync, previous=previous,
+        )
+        return last, verdict, previous
+
+    def _arena_outputs(self, infos: list[Any]) -> list[Any]:
+        return [
+            self.arena.view(spec.slot) if spec.slot is not None and info.copied else info.scalar
+            for spec, info in zip(self.out_specs, infos)
+        ]
+
+    def _verify(self, req: EvaluateRequest, ev: Evaluation, deadline: float) -> RunnerReply | None:
         trials: list[Trial] = []
         previous = None
         last = None
-        verdict: Trial | None = None
         for number, seed in enumerate(self.seeds, 1):
-            inputs = self.inputs_for(seed)
-            self.arena.write(self.in_specs, inputs)
-            last = self.ask(TrialRequest(seed=seed), deadline)
+            last, verdict, previous = self._trial(seed, deadline, previous)
+            trials.append(verdict)
             if not last.ok:
-                verdict = Trial(seed=seed, passed=False, reason=last.reason or "runtime", message=last.message)
-                trials.append(verdict)
                 ev.failure = Failure(reason=verdict.reason or "runtime", stage="verify",
                                      message=f"trial {number} (seed {seed}): {last.message}", traceback=last.traceback)
                 break
-            outputs = [
-                self.arena.view(spec.slot) if spec.slot is not None and info.copied else info.scalar
-                for spec, info in zip(self.out_specs, last.outputs)
-            ]
-            verdict, previous = judge_trial(
-                seed, last.outputs, outputs, self.refs[seed], self.arena.values(self.in_specs), inputs,
-                self.atol, self.rtol, changed_after_sync=last.changed_after_sync, previous=previous,
-            )
-            trials.append(verdict)
             self.progress(req.index, f"trial {number}/{len(self.seeds)} {'ok' if verdict.passed else verdict.reason}")
             if not verdict.passed:
                 ev.failure = Failure(reason=verdict.reason or "incorrect", stage="verify",
@@ -332,7 +359,7 @@ class Verifier:
                 break
             if last.tampered or not last.device_ok:
                 break
-        passed = ev.failure is None and len(trials) == len(self.seeds)
+        passed = ev.failure is None and len(trials) == len(self.seeds) and not (last is not None and last.tampered)
         ev.verification = Verification(
             problem=self.cfg.problem, candidate=ev.candidate, passed=passed,
             reason=None if passed else (ev.failure.reason if ev.failure else None),
@@ -342,37 +369,126 @@ class Verifier:
         )
         return last
 
+    # --- timing: judged, on inputs of its own, verified again after ------------------------
+
+    def _new_case(self) -> int:
+        """A seed no trial uses, drawn at random (a candidate cannot know it in advance), with its
+        inputs and reference: timed calls never see a verification trial's inputs."""
+        import secrets
+
+        from kernelopt.harness.binding import clone_values
+
+        seed = self.cfg.seed + 1 + self.cfg.trials + secrets.randbelow(1 << 30)
+        inputs = self.prepared.make_inputs(seed)
+        if not self.deterministic:
+            self.kept_inputs[seed] = clone_values(inputs)
+        self.refs[seed] = self.prepared.reference(clone_values(inputs))
+        return seed
+
+    def _drop_case(self, seed: int) -> None:
+        self.refs.pop(seed, None)
+        self.kept_inputs.pop(seed, None)
+
+    def _judge_timed(self, seed: int, infos: list[Any], call: int | None) -> Trial:
+        from kernelopt.harness.verify import judge_trial
+
+        verdict, _ = judge_trial(seed, infos, self._arena_outputs(infos), self.refs[seed],
+                                 self.arena.values(self.in_specs), self.inputs_for(seed), self.atol, self.rtol)
+        if not verdict.passed:
+            verdict.message = f"timed call {call}: {verdict.reason}: {verdict.message}"
+        return verdict
+
     def _time(self, req: EvaluateRequest, ev: Evaluation, deadline: float) -> RunnerReply:
         from kernelopt.harness.timing import gpu_lock, speedup
 
-        self.arena.write(self.in_specs, self.inputs_for(self.seeds[0]))
-        self.progress(req.index, "timing")
-        with gpu_lock(self.device):
-            last = self.ask(TimeRequest(timing=self.cfg.timing, cpu_calls=self.cfg.cpu_timing_calls), deadline)
-        if not last.ok or last.timing is None:
+        seed = self._new_case()
+        try:
+            self.arena.write(self.in_specs, self.inputs_for(seed))
+            self.progress(req.index, "timing")
+            if self.cuda:
+                with gpu_lock(self.device):
+                    t0 = time.perf_counter()
+                    last = self.ask(TimeRequest(timing=self.cfg.timing), deadline)
+                    wall_s = time.perf_counter() - t0
+                stats = last.timing
+                verdict = self._judge_timed(seed, last.outputs, last.judged_call) if last.ok and stats else None
+            else:
+                last, stats, verdict = self._time_interpreter(seed, deadline)
+                wall_s = 0.0
+        finally:
+            self._drop_case(seed)
+        if not last.ok or stats is None:
             ev.failure = Failure(reason=last.reason or "runtime", stage="time", message=last.message or "timing failed",
                                  traceback=last.traceback)
             return last
-        ev.timing = last.timing
+        if verdict is not None and not verdict.passed:
+            ev.failure = Failure(reason="timing_mismatch", stage="time",
+                                 message="correct when verified, but a timed call computed something else: "
+                                 + (verdict.message or ""))
+            return last
+        # Verified again, on a fresh seed, after it was timed: a candidate that changes what it
+        # computes once it has been called many times is caught here.
+        again = self._new_case()
+        try:
+            last, verdict, _ = self._trial(again, deadline)
+        finally:
+            self._drop_case(again)
+        if not last.ok or not verdict.passed:
+            ev.failure = Failure(reason="timing_mismatch", stage="time",
+                                 message="correct before timing, but the trial after timing (a fresh seed) failed: "
+                                 f"{verdict.reason}: {verdict.message}", traceback=last.traceback)
+            return last
+        ev.timing = stats
         ev.baselines = dict(self.baselines)
         for label, t in self.baselines.items():
-            ratio = speedup(t.stats, last.timing)
+            ratio = speedup(t.stats, stats)
             if ratio is not None:
                 ev.speedups[label] = ratio
-        ev.suspect = self._suspect(last)
+        ev.suspect = self._suspect(stats, wall_s)
         return last
 
-    def _suspect(self, reply: RunnerReply) -> list[str]:
-        """Why a reported time is not credible: below the roofline floor, or far below the host's wall clock."""
-        stats = reply.timing
+    def _time_interpreter(self, seed: int, deadline: float) -> tuple[RunnerReply, Any, Trial | None]:
+        """The interpreter's wall time, on this process's clock around each call (the runner's clock
+        is the candidate's to replace). Timed calls' outputs are collected at random, after each call
+        returned, and judged."""
+        import secrets
+
+        from kernelopt.harness.runner import JUDGE_ONE_IN
+        from kernelopt.harness.timing import INTERPRETER_METHOD, summarize
+
+        calls = max(1, self.cfg.cpu_timing_calls) + 1  # the first is a warm-up (it compiles)
+        samples: list[float] = []
+        verdict: Trial | None = None
+        judged = False
+        for i in range(calls):
+            t0 = time.perf_counter()
+            last = self.ask(CallRequest(), deadline)
+            ms = (time.perf_counter() - t0) * 1000.0
+            if not last.ok:
+                return last, None, None
+            if i:
+                samples.append(ms)
+            copy = (i == calls - 1 and not judged) or secrets.randbelow(JUDGE_ONE_IN) == 0
+            last = self.ask(CollectRequest(copy_outputs=copy), deadline)
+            if copy:
+                judged = True
+                verdict = self._judge_timed(seed, last.outputs, i + 1)
+                if not verdict.passed:
+                    break
+        return last, summarize(samples or [0.0], warmup_count=1, method=INTERPRETER_METHOD), verdict
+
+    def _suspect(self, stats: TimingStats | None, wall_s: float) -> list[str]:
+        """Why a reported GPU time is not credible: below the roofline floor, or far below the wall
+        clock this process (not the runner) measured around the whole timing."""
         if stats is None or not self.cuda:
             return []
         out = []
         if self.floor_ms is not None and stats.median_ms < FLOOR_FRACTION * self.floor_ms:
             out.append(f"median {stats.median_ms:.4g} ms is below the roofline floor {self.floor_ms:.4g} ms "
                        "(the reference's input and output bytes at peak DRAM bandwidth)")
-        if reply.calls:
-            per_call = reply.wall_s * 1000.0 / reply.calls
+        calls = stats.count + stats.warmup_count
+        if calls and wall_s > 0:
+            per_call = wall_s * 1000.0 / calls
             # Per call the host also flushes L2, waits out the launch guard and synchronizes.
             unexplained = per_call - stats.median_ms - stats.launch_guard_us / 1000.0 - WALL_SLACK_MS
             if unexplained > WALL_FACTOR * max(stats.median_ms, 1e-3):
@@ -413,15 +529,57 @@ def _describe_exit(code: int | None, detail: str) -> str:
     return describe_exit(code, "the candidate's process")
 
 
+# While it evaluates, the verifier tells the engine every HEARTBEAT_S that it is alive
+# (the engine's watchdog kills a verifier that stays silent: `evaluate.SILENCE_LIMIT_S`).
+HEARTBEAT_S = 2.0
+
+
+class _Replies:
+    """The verifier's side of the engine channel: every reply carries the request's index and
+    nonce, and a heartbeat thread sends empty progress while a request is in hand (never
+    after its result, which would reach the engine as a reply to the next request)."""
+
+    def __init__(self, chan: Channel) -> None:
+        import threading
+
+        self.chan = chan
+        self.lock = threading.Lock()
+        self.current: EvaluateRequest | None = None
+        threading.Thread(target=self._beat, name="kernelopt-heartbeat", daemon=True).start()
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            with self.lock:
+                if self.current is not None:
+                    try:
+                        self.chan.send(ProgressReply(index=self.current.index, nonce=self.current.nonce, text=""))
+                    except ProtocolError:
+                        return
+
+    def begin(self, req: EvaluateRequest) -> None:
+        with self.lock:
+            self.current = req
+
+    def progress(self, index: int, text: str) -> None:
+        with self.lock:
+            nonce = self.current.nonce if self.current is not None and self.current.index == index else ""
+            self.chan.send(ProgressReply(index=index, nonce=nonce, text=text))
+
+    def result(self, req: EvaluateRequest, evaluation: Evaluation) -> None:
+        with self.lock:
+            self.current = None
+            self.chan.send(ResultReply(index=req.index, nonce=req.nonce, evaluation=evaluation))
+
+
 def main(read_fd: int, write_fd: int) -> int:
     chan = Channel(read_fd, write_fd)
     try:
         cfg = WorkerConfig.model_validate(chan.recv_json())
     except (ProtocolError, ValueError):
         return 3
-
-    def progress(index: int, text: str) -> None:
-        chan.send(ProgressReply(index=index, text=text))
+    replies = _Replies(chan)
+    progress = replies.progress
 
     try:
         verifier = Verifier(cfg, progress)
@@ -447,14 +605,18 @@ def main(read_fd: int, write_fd: int) -> int:
             if isinstance(req, ShutdownRequest):
                 return 0
             if isinstance(req, EvaluateRequest):
-                chan.send(ResultReply(index=req.index, evaluation=verifier.evaluate(req)))
+                replies.begin(req)
+                replies.result(req, verifier.evaluate(req))
     finally:
         verifier.close()
 
 
 if __name__ == "__main__":
-    from kernelopt.harness.sandbox import exit_cleanup, install_reaper, watch_owner
+    from kernelopt.harness.sandbox import exit_cleanup, harden_process, install_reaper, watch_owner
 
+    # First: no process of this user may open this one's fds (the engine's channel), memory
+    # (the references) or environment.
+    harden_process()
     install_reaper()
     watch_owner()
     code = main(int(sys.argv[1]), int(sys.argv[2]))

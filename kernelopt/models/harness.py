@@ -44,7 +44,9 @@ FailureReason = Literal[
     "hidden_stream",  # result only correct after a device-wide synchronize
     "needs_gpu",  # CUDA candidate, no GPU: compiled only
     "crash",  # the process running the candidate died (segfault, abort, CUDA context lost)
-    "tampered",  # the candidate replaced functions the checks rely on (torch.allclose, Tensor.__sub__, ...)
+    "tampered",  # the candidate replaced functions the checks rely on (torch.allclose, Tensor.__sub__, ...),
+    # switched a guard off, or wrote into the judge's channels (a reply that answers no request)
+    "timing_mismatch",  # correct when verified, but a timed call computed something else (it skips work when timed)
     "tool_missing",  # a tool the stage needs (ncu, nvcc) is not installed
 ]
 FAILURE_REASONS: tuple[str, ...] = get_args(FailureReason)
