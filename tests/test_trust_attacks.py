@@ -1,0 +1,192 @@
+"""Issue #19: a hostile candidate must not forge its verdict, fake its time or read the user's keys.
+
+Each attack is a fixture in tests/fixtures/attacks/ written from the issue's description. The
+ones that depend on the kernel's same-user rules (/proc/<pid>/{fd,mem,environ} of a
+non-dumpable process) run the whole engine as an ordinary user: these tests run as root here,
+and root passes every ptrace check, so the engine is started in a user namespace as uid 1000
+without capabilities (`unshare --user --map-user=1000`), which the kernel treats like any
+unprivileged user. A root candidate is what `--isolate sandbox` is for (tests/test_isolate_sandbox.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelopt.harness.evaluate import Engine, evaluate
+from kernelopt.problem import load_candidate, load_problem
+
+ATT = Path(__file__).resolve().parent / "fixtures" / "attacks"
+PROBLEM = ATT / "problem.py"
+SECRET = "sk-test-1f2e3d4c5b6a-must-not-leak"
+
+# Runs the engine in a process of its own; prints one JSON line per candidate.
+DRIVER = r"""
+import json, sys
+from kernelopt.harness.evaluate import evaluate
+from kernelopt.problem import load_candidate, load_problem
+evs = evaluate(load_problem(sys.argv[1]), [load_candidate(c) for c in sys.argv[3:]], time=sys.argv[2] == "time",
+               timeout_s=60)
+print(json.dumps([{"reason": e.failure.reason if e.failure else None,
+                   "message": e.failure.message if e.failure else None,
+                   "passed": e.passed} for e in evs]))
+"""
+
+
+def _unprivileged_prefix() -> list[str]:
+    if os.getuid() != 0:
+        return []
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("running as root without unshare: cannot test as an ordinary user")
+    probe = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user namespaces are not available: cannot test as an ordinary user")
+    return [unshare, "--user", "--map-user=1000", "--map-group=1000", "--"]
+
+
+def run_as_user(candidates: list[str], *, time_it: bool = False, env: dict[str, str] | None = None,
+                engine_env: dict[str, str] | None = None) -> list[dict]:
+    """The engine as an ordinary user; `engine_env` reaches only the engine's own initial
+    environment (through `env`), not its ancestors'."""
+    cmd = [*_unprivileged_prefix(), "env", *(f"{k}={v}" for k, v in (engine_env or {}).items()),
+           sys.executable, "-c", DRIVER, str(PROBLEM), "time" if time_it else "verify",
+           *(str(ATT / c) for c in candidates)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _cands(*names: str) -> list:
+    return [load_candidate(ATT / n) for n in names]
+
+
+# --- 1. forged verdicts ---------------------------------------------------------------------
+
+
+def test_forged_reply_fails_its_candidate_and_shifts_nothing(tmp_path, monkeypatch):
+    """As root (here) the candidate can open /proc/<ppid>/fd/WRITE_FD and writes its reply: the
+    nonce check must fail it as tampered, and the next candidates get their own verdicts."""
+    out = tmp_path / "attack.txt"
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", str(out))
+    evs = evaluate(load_problem(PROBLEM), _cands("forge_verdict.py", "ok.py", "zeros.py", "ok.py"), time=False,
+                   timeout_s=60)
+    reasons = [e.failure.reason if e.failure else None for e in evs]
+    assert reasons[0] in ("tampered", "incorrect"), evs[0].failure
+    assert not evs[0].passed
+    if os.getuid() == 0:
+        assert "forged" in out.read_text()
+        assert reasons[0] == "tampered" and "forged its verdict" in evs[0].failure.message
+    assert reasons[1:] == [None, "incorrect", None]
+
+
+def test_forged_reply_is_blocked_for_an_ordinary_user(tmp_path):
+    out = tmp_path / "attack.txt"
+    out.touch()
+    os.chmod(tmp_path, 0o777)
+    os.chmod(out, 0o666)
+    results = run_as_user(["forge_verdict.py", "ok.py", "zeros.py"], env={"KERNELOPT_TEST_ATTACK_OUT": str(out)})
+    assert [r["reason"] for r in results] == ["incorrect", None, "incorrect"], results
+    assert "blocked" in out.read_text()
+
+
+# --- 2. references rewritten through /proc/<ppid>/mem ---------------------------------------
+
+
+def test_reference_rewrite_through_proc_mem_is_blocked(tmp_path):
+    out = tmp_path / "attack.txt"
+    out.touch()
+    os.chmod(tmp_path, 0o777)
+    os.chmod(out, 0o666)
+    results = run_as_user(["rewrite_reference.py", "ok.py"], env={"KERNELOPT_TEST_ATTACK_OUT": str(out)})
+    assert results[0]["reason"] == "incorrect", (results, out.read_text())
+    assert results[1]["reason"] is None
+    assert "blocked" in out.read_text()
+
+
+# --- 3. keys read from an ancestor's environ / cmdline --------------------------------------
+
+
+def test_candidate_reads_no_key_from_its_ancestors(tmp_path):
+    out = tmp_path / "attack.txt"
+    out.touch()
+    os.chmod(tmp_path, 0o777)
+    os.chmod(out, 0o666)
+    results = run_as_user(["read_secrets.py"], env={"KERNELOPT_TEST_ATTACK_OUT": str(out)},
+                          engine_env={"OPENAI_API_KEY": SECRET, "ANTHROPIC_API_KEY": SECRET})
+    text = out.read_text()
+    assert results[0]["reason"] is None, results
+    assert "environ" in text and "cmdline" in text  # the probe ran and tried every ancestor
+    assert SECRET not in text
+
+
+def test_engine_and_verifier_are_not_dumpable():
+    from kernelopt.harness.sandbox import is_hardened
+
+    probe = ("from kernelopt.harness.sandbox import harden_process, is_hardened; "
+             "print(is_hardened(), harden_process(), is_hardened())")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["False", "True", "True"]
+    with Engine(load_problem(PROBLEM), timeout_s=60) as engine:
+        assert is_hardened()  # the engine's own process
+        verifier = engine.workers[0].child.pid
+        dumpable = Path(f"/proc/{verifier}/status").read_text()
+        # Linux shows a non-dumpable process's /proc entries as root's: the verifier's are.
+        assert os.stat(f"/proc/{verifier}/environ").st_uid == 0, dumpable
+
+
+# --- 4. timed calls that skip the work -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["timing_stack.py", "timing_count.py", "timing_repeat.py"])
+def test_a_kernel_that_skips_work_when_timed_fails_as_timing_mismatch(name):
+    evs = evaluate(load_problem(PROBLEM), _cands(name, "ok.py"), timeout_s=60)
+    assert evs[0].verification is not None and evs[0].verification.trials  # it was verified first
+    assert evs[0].failure is not None and evs[0].failure.reason == "timing_mismatch", evs[0].failure
+    assert evs[0].timing is None and not evs[0].speedups
+    assert evs[1].failure is None and evs[1].timing is not None
+
+
+# --- 5. a fake clock with the guard switched off ---------------------------------------------
+
+
+def test_fake_clock_with_guard_switched_off_fakes_no_time():
+    """The issue's attack: 123 ms measured as 0.13 ms after a candidate replaced the clock."""
+    evs = evaluate(load_problem(PROBLEM), _cands("fake_clock.py", "slow.py"), timeout_s=60, isolate="worker")
+    assert evs[0].failure is not None and evs[0].failure.reason == "tampered", evs[0].failure
+    assert "time.perf_counter" in evs[0].failure.message
+    assert evs[1].failure is None and evs[1].timing is not None
+    assert evs[1].timing.median_ms >= 100.0, evs[1].timing
+
+
+def test_the_interpreter_time_is_the_verifiers_clock():
+    """Even a fake clock the guard misses cannot shorten a time: the runner holds no clock."""
+    from kernelopt.harness.timing import INTERPRETER_METHOD
+
+    (ev,) = evaluate(load_problem(PROBLEM), _cands("slow.py"), timeout_s=60)
+    assert ev.timing is not None and ev.timing.median_ms >= 100.0
+    assert ev.timing.method == INTERPRETER_METHOD and "verifier" in INTERPRETER_METHOD
+
+
+# --- 9. the verdict of a tampered candidate names its reason ---------------------------------
+
+
+def test_tampered_verdict_prints_a_reason(tmp_path):
+    from click.testing import CliRunner
+
+    from kernelopt.cli import main
+
+    fix = Path(__file__).resolve().parent / "fixtures" / "harness"
+    res = CliRunner().invoke(main, ["check", str(fix / "problem_axpy.py"), "--kernel", str(fix / "tamper_timer.py"),
+                                    "--set", "N=64", "--timeout", "60"])
+    assert res.exit_code == 1, res.output
+    assert "None" not in res.output, res.output
+    assert "tampered" in res.output and "time.perf_counter" in res.output
