@@ -86,7 +86,7 @@ def render_table(results: list["Verification"]) -> str:
 @click.option("--rtol", type=float, default=None, help="Relative tolerance (default: problem's `rtol`, else by dtype).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
               help="Seconds each candidate may take before its process is killed.")
-@click.option("--isolate", type=click.Choice(["worker", "candidate"]), default="worker", show_default=True,
+@click.option("--isolate", type=click.Choice(["worker", "candidate", "sandbox"]), default="worker", show_default=True,
               help="worker: candidates share a long-lived runner process (restarted after a crash); "
                    "candidate: a fresh process per candidate, for untrusted batches.")
 @click.option("--shapes", type=click.Choice(["given", "auto"]), default="given", show_default=True,

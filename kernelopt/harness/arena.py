@@ -75,7 +75,11 @@ class Arena:
             recipe = reduce_tensor(buf)
             handle = base64.b64encode(pickle.dumps(recipe)).decode()
             return cls(buf, ArenaSpec(kind="cuda_ipc", nbytes=nbytes, handle=handle, device=device))
+        from kernelopt.harness.sandbox import attach_dir
+
         folder = tempfile.mkdtemp(prefix="kernelopt-arena-", dir=_shm_dir(nbytes))
+        # Removed with the verifier's sandbox dir: an interrupt or a SIGKILL leaves no arena behind.
+        attach_dir(folder)
         path = os.path.join(folder, "arena")
         buf = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
         return cls(buf, ArenaSpec(kind="file", nbytes=nbytes, path=path, device="cpu"), owner_dir=folder)

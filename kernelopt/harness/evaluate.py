@@ -59,7 +59,27 @@ def watchdog_s(timeout_s: float) -> float:
 
 class Forged(Exception):
     """A line on the engine's channel that answers no request in flight."""
-Isolation = Literal["worker", "candidate"]
+Isolation = Literal["worker", "candidate", "sandbox", "auto"]
+_noted: set[str] = set()
+
+
+def resolve_isolation(isolate: str, devices: list[str] | None = None) -> Literal["worker", "candidate", "sandbox"]:
+    """`auto` is `sandbox` where the OS offers one, else `worker`; `sandbox` where it cannot run
+    becomes `candidate` (a fresh runner per candidate). Either fallback is said once, in one line
+    on stderr."""
+    if isolate not in ("sandbox", "auto"):
+        return isolate  # type: ignore[return-value]
+    from kernelopt.harness.sandbox import sandbox_unavailable
+
+    device = (devices or visible_devices())[0]
+    why = sandbox_unavailable(device)
+    if why is None:
+        return "sandbox"
+    fallback = "candidate" if isolate == "sandbox" else "worker"
+    if why not in _noted:
+        _noted.add(why)
+        print(f"kernelopt: no sandbox here: {why}; candidates run with --isolate {fallback}", file=sys.stderr)
+    return fallback  # type: ignore[return-value]
 
 
 @dataclass
@@ -314,8 +334,9 @@ class Engine:
     ) -> None:
         if trials < 1:
             raise BadInput(f"--trials {trials}: need at least 1")
-        if isolate not in ("worker", "candidate"):
-            raise BadInput(f"--isolate {isolate!r}: expected worker or candidate")
+        if isolate not in ("worker", "candidate", "sandbox", "auto"):
+            raise BadInput(f"--isolate {isolate!r}: expected worker, candidate, sandbox or auto")
+        isolate = resolve_isolation(isolate, list(devices) if devices else None)
         self.problem = problem
         self.progress = progress
         self.executor = get_executor(executor, **(executor_options or {}))

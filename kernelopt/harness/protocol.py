@@ -76,7 +76,7 @@ class WorkerConfig(Model):
     rtol: float | None = None
     timing: dict[str, Any] = Field(default_factory=dict, description="keyword options of time_callable")
     baselines: list[str] = Field(default_factory=list)
-    isolate: Literal["worker", "candidate"] = "worker"
+    isolate: Literal["worker", "candidate", "sandbox"] = "worker"
     timeout_s: float = 300.0
     cpu_timing_calls: int = 3
 

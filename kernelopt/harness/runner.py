@@ -368,9 +368,14 @@ def main(read_fd: int, write_fd: int) -> int:
 
 
 if __name__ == "__main__":
-    from kernelopt.harness.sandbox import watch_owner
+    from kernelopt.harness.sandbox import watch_owner, watch_pipe
 
-    watch_owner()
+    if os.getpid() == 1:
+        # The init of its own pid namespace (--isolate sandbox on the CPU): the verifier is not
+        # visible from here, its pipe is. When this process exits, everything in the namespace dies.
+        watch_pipe(int(sys.argv[1]))
+    else:
+        watch_owner()
     code = main(int(sys.argv[1]), int(sys.argv[2]))
     sys.stdout.flush()
     sys.stderr.flush()

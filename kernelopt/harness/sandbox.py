@@ -194,9 +194,31 @@ def _remove_own_dir() -> None:
         remove_tmpdir(own)
 
 
+# An owner stopped (SIGSTOP, Ctrl-Z) this long counts as gone: a candidate that stops the engine
+# must not keep its verifier and itself alive forever. KERNELOPT_OWNER_STOP_GRACE_S overrides it.
+OWNER_STOP_GRACE_S = 60.0
+
+
+def _owner_stopped() -> bool:
+    pid_text, _, _ = os.environ.get(OWNER_VAR, "").partition(":")
+    proc = _stat_of(int(pid_text)) if pid_text.isdigit() else None
+    return proc is not None and proc.state in ("T", "t")
+
+
+def _kill_own_tree() -> None:
+    """Every process carrying this process's own tag (or one nested under it), this one excepted:
+    what a candidate double-forked away from this process, which `kill_descendants` cannot find
+    by parentage once its ancestors are dead."""
+    own = os.environ.get(TAG_VAR)
+    if not own or not sys.platform.startswith("linux"):
+        return
+    _kill_loop(lambda table: {p for p in table if p != os.getpid() and _under(_tag_of(p), own)})
+
+
 def watch_owner(interval_s: float = 0.25) -> None:
-    """In a process `spawn` started: once the process that spawned it is gone, kill what
-    this one started, remove its temp dir and exit.
+    """In a process `spawn` started: once the process that spawned it is gone (or stopped for
+    `OWNER_STOP_GRACE_S`), kill what this one started and everything carrying its tag, remove
+    its temp dir and exit.
 
     SIGKILL cannot be caught, so a killed kernelopt never runs its reaper; its children
     learn of it here instead. The verifier and runner would notice at their next read
@@ -207,12 +229,24 @@ def watch_owner(interval_s: float = 0.25) -> None:
     """
     if _owner_gone() is not False:
         return
+    try:
+        grace = float(os.environ.get("KERNELOPT_OWNER_STOP_GRACE_S", OWNER_STOP_GRACE_S))
+    except ValueError:
+        grace = OWNER_STOP_GRACE_S
 
     def watch() -> None:
+        stopped_since: float | None = None
         while not _owner_gone():
+            if _owner_stopped():
+                stopped_since = stopped_since or time.monotonic()
+                if time.monotonic() - stopped_since > grace:
+                    break
+            else:
+                stopped_since = None
             time.sleep(interval_s)
         try:
             kill_descendants()
+            _kill_own_tree()
             _remove_own_dir()  # its owner, which made it, can no longer
         finally:
             os._exit(137)
@@ -416,7 +450,33 @@ def make_tmpdir(name: str = "candidate") -> Path:
     return Path(path)
 
 
+# A file in a sandbox dir listing other directories that go with it (an arena in /dev/shm):
+# whoever removes the sandbox dir -- its owner's cleanup, its own watch, the reaper -- removes them.
+ALSO_REMOVE = ".kernelopt-also-remove"
+# The only directories ALSO_REMOVE may name: nothing else is ever removed through it.
+_ALSO_PREFIXES = ("kernelopt-arena-",)
+
+
+def attach_dir(extra: Path | str) -> None:
+    """Make `extra` (a `kernelopt-arena-*` dir) go when this process's sandbox dir goes, even if
+    this process is SIGKILLed; outside a spawned process, when this process exits."""
+    own = os.environ.get(DIR_VAR, "")
+    if own and Path(own).name.startswith(TMP_PREFIX) and os.path.isdir(own):
+        with open(os.path.join(own, ALSO_REMOVE), "a") as fh:
+            fh.write(str(extra) + "\n")
+    with _lock:
+        _tmpdirs[str(extra)] = os.getpid()
+
+
 def remove_tmpdir(path: Path | str) -> None:
+    try:
+        with open(os.path.join(path, ALSO_REMOVE)) as fh:
+            extras = [line.strip() for line in fh if line.strip()]
+    except OSError:
+        extras = []
+    for extra in extras:
+        if Path(extra).name.startswith(_ALSO_PREFIXES):
+            shutil.rmtree(extra, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
     with _lock:
         _tmpdirs.pop(str(path), None)
@@ -752,3 +812,66 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise SystemExit(128 + signum)
+
+
+# ---------------------------------------------------------------------------------------
+# --isolate sandbox: the runner in its own user, mount and network (and, on the CPU, pid)
+# namespaces, with a read-only view of the file system (kernelopt.harness.confine)
+
+_sandbox_probe: dict[str, str | None] = {}
+
+
+def _unshare_args(device: str) -> list[str]:
+    args = ["--user", "--map-root-user", "--mount", "--net", "--kill-child"]
+    if not device.startswith("cuda"):
+        # Legacy CUDA IPC handles (the arena on a GPU) cannot cross PID namespaces: on a GPU
+        # the runner stays in the verifier's, and is found by its tag as in the other modes.
+        args += ["--pid", "--fork", "--mount-proc"]
+    return args
+
+
+def sandbox_unavailable(device: str = "cpu") -> str | None:
+    """Why `--isolate sandbox` cannot run here (None: it can). Probed once per process and device kind."""
+    key = "cuda" if device.startswith("cuda") else "cpu"
+    if key in _sandbox_probe:
+        return _sandbox_probe[key]
+    why: str | None = None
+    unshare = shutil.which("unshare")
+    if not sys.platform.startswith("linux"):
+        why = "it needs Linux namespaces"
+    elif unshare is None:
+        why = "`unshare` (util-linux) is not installed"
+    else:
+        try:
+            proc = subprocess.run([unshare, *_unshare_args(device), "--", "true"], capture_output=True, text=True,
+                                  timeout=30, stdin=subprocess.DEVNULL)
+            if proc.returncode != 0:
+                why = "user namespaces are not available (" + (proc.stderr.strip().splitlines() or ["?"])[-1][:120] + ")"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = f"unshare failed ({exc})"
+    _sandbox_probe[key] = why
+    return why
+
+
+def sandbox_argv(argv: list[str], *, writable: list[str], device: str) -> list[str]:
+    """`argv` wrapped to run confined (see kernelopt.harness.confine): new user, mount and
+    network namespaces, a pid namespace on the CPU, a read-only file system but `writable`."""
+    unshare = shutil.which("unshare") or "unshare"
+    return [unshare, *_unshare_args(device), "--", sys.executable, "-m", "kernelopt.harness.confine",
+            *writable, "--", *argv]
+
+
+def watch_pipe(fd: int) -> None:
+    """Exit once the other end of the pipe `fd` reads from is closed (its writer is gone), without
+    reading from it. For a process in its own pid namespace, where `watch_owner` cannot see its owner."""
+    import select
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(fd, 0)  # POLLHUP and POLLERR are reported whatever the mask
+        while True:
+            for _, event in poller.poll():
+                if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                    os._exit(137)
+
+    threading.Thread(target=watch, name="kernelopt-pipe-watch", daemon=True).start()

@@ -168,16 +168,30 @@ class Verifier:
     # --- the runner ---------------------------------------------------------------------------
 
     def start_runner(self) -> None:
-        from kernelopt.harness.sandbox import candidate_env, spawn
+        from kernelopt.harness.sandbox import candidate_env, make_tmpdir, remove_tmpdir, sandbox_argv, spawn
 
         to_runner_r, to_runner_w = os.pipe()
         from_runner_r, from_runner_w = os.pipe()
-        env = candidate_env({"TRITON_INTERPRET": os.environ["TRITON_INTERPRET"]})
+        # A private working directory and TMPDIR, removed with the runner: a candidate's scratch
+        # files do not outlive it, nor land in the user's directory.
+        tmp = make_tmpdir("runner")
+        private = {"TRITON_INTERPRET": os.environ["TRITON_INTERPRET"], "TMPDIR": str(tmp), "TMP": str(tmp),
+                   "TEMP": str(tmp)}
+        argv = [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w)]
+        if self.cfg.isolate == "sandbox":
+            # Everything the runner may write is in its own dir (the file system is read-only):
+            # compiler caches included, so each sandboxed runner compiles afresh.
+            private.update(TRITON_CACHE_DIR=str(tmp / "triton"), TORCH_EXTENSIONS_DIR=str(tmp / "torch_extensions"),
+                           XDG_CACHE_HOME=str(tmp / "cache"), PYTHONDONTWRITEBYTECODE="1",
+                           KERNELOPT_SANDBOX_DEVICE="cuda" if self.cuda else "cpu")
+            writable = [str(tmp)] + ([os.path.dirname(self.arena.spec.path)] if self.arena.spec.path else [])
+            argv = sandbox_argv(argv, writable=writable, device=self.device)
         try:
-            self.runner = spawn(
-                [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w)],
-                env=env, pass_fds=(to_runner_r, from_runner_w), name="runner",
-            )
+            self.runner = spawn(argv, env=candidate_env(private), cwd=str(tmp), pass_fds=(to_runner_r, from_runner_w),
+                                name="runner", tmpdir=tmp)
+        except BaseException:
+            remove_tmpdir(tmp)
+            raise
         finally:
             os.close(to_runner_r)
             os.close(from_runner_w)
@@ -239,7 +253,7 @@ class Verifier:
             return ev
         last: RunnerReply | None = None
         if self.runner is not None and self.runner_hosted and (
-            req.candidate.backend == "cuda" or (req.time and self.cuda)
+            req.candidate.backend == "cuda" or (req.time and self.cuda) or self.cfg.isolate != "worker"
         ):
             # C++/CUDA code allocates past the poisoned Python factories, so only the
             # allocator poison stands between it and a stale block, and in a runner that
@@ -296,7 +310,7 @@ class Verifier:
                                  message="the candidate replaced functions the checks rely on: " + ", ".join(last.tampered))
             ev.timing = None
             ev.speedups = {}
-        restart = last is None or bool(last.tampered) or not last.device_ok or self.cfg.isolate == "candidate"
+        restart = last is None or bool(last.tampered) or not last.device_ok or self.cfg.isolate != "worker"
         if last is not None and not last.device_ok and ev.failure is None:
             ev.failure = Failure(reason="runtime", stage=_stage(ev),
                                  message="the candidate left the device in an error state")

@@ -1,0 +1,242 @@
+"""Issue #19, the process side: a watchdog over the verifier, nothing left behind by a candidate
+that kills its ancestors or by an interrupt (daemons, arenas, scratch files), `--isolate
+candidate` that really starts a fresh runner, `--isolate sandbox`, and the GPU time-credibility
+flag (`Verifier._suspect`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelopt.harness import evaluate as evaluate_mod
+from kernelopt.harness.evaluate import Engine, evaluate
+from kernelopt.problem import load_candidate, load_problem
+
+ATT = Path(__file__).resolve().parent / "fixtures" / "attacks"
+PROBLEM = ATT / "problem.py"
+
+
+def _cands(*names: str) -> list:
+    return [load_candidate(ATT / n) for n in names]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_for(path: Path, timeout_s: float = 120.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    assert path.exists(), f"{path} never appeared"
+
+
+DRIVER = r"""
+import sys
+from kernelopt.harness.evaluate import evaluate
+from kernelopt.problem import load_candidate, load_problem
+evaluate(load_problem(sys.argv[1]), [load_candidate(c) for c in sys.argv[2:]], time=False, timeout_s=600)
+"""
+
+
+# --- 6. the watchdog --------------------------------------------------------------------------
+
+
+def test_a_stopped_verifier_is_killed_and_its_candidate_times_out(monkeypatch):
+    monkeypatch.setattr(evaluate_mod, "SILENCE_LIMIT_S", 8.0)
+    t0 = time.monotonic()
+    evs = evaluate(load_problem(PROBLEM), _cands("stop_verifier.py", "ok.py"), time=False, timeout_s=10)
+    elapsed = time.monotonic() - t0
+    assert evs[0].failure is not None and evs[0].failure.reason == "timeout", evs[0].failure
+    assert "killed" in evs[0].failure.message
+    assert evs[1].failure is None
+    # The silence limit, not `3 x timeout + 600 s`; the restart of the verifier comes on top.
+    assert elapsed < 8.0 + 90.0, elapsed
+
+
+def test_a_candidate_that_kills_its_ancestors_leaves_no_daemon(tmp_path):
+    pidfile = tmp_path / "daemon.pid"
+    env = {**os.environ, "KERNELOPT_TEST_PIDFILE": str(pidfile)}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(PROBLEM), str(ATT / "kill_ancestors.py")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(pidfile)
+        assert proc.wait(120) == -signal.SIGKILL  # the engine was killed by its candidate
+        daemon = int(pidfile.read_text())
+        end = time.monotonic() + 20
+        while _alive(daemon) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not _alive(daemon), "the candidate's daemon outlived the engine and the verifier it killed"
+    finally:
+        proc.kill()
+        if pidfile.exists() and _alive(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+# --- 7. arenas ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_no_arena_survives_an_interrupt(tmp_path, sig):
+    pidfile = tmp_path / "arena.txt"
+    env = {**os.environ, "KERNELOPT_TEST_PIDFILE": str(pidfile)}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(PROBLEM), str(ATT / "hang_in_arena.py")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(pidfile)
+        arenas = [Path(p).parent for p in pidfile.read_text().split()]
+        assert arenas and all(a.name.startswith("kernelopt-arena-") and a.exists() for a in arenas)
+        proc.send_signal(sig)
+        proc.wait(60)
+        end = time.monotonic() + 20
+        while any(a.exists() for a in arenas) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not any(a.exists() for a in arenas), f"left behind: {arenas}"
+    finally:
+        proc.kill()
+
+
+# --- 8. the runner's cwd and TMPDIR, and `--isolate candidate` ---------------------------------
+
+
+def _scratch_runs(tmp_path, isolate: str) -> list[dict]:
+    out = tmp_path / f"scratch-{isolate}.jsonl"
+    os.environ["KERNELOPT_TEST_ATTACK_OUT"] = str(out)
+    try:
+        evs = evaluate(load_problem(PROBLEM), _cands("scratch.py", "scratch.py", "scratch.py"), time=False,
+                       timeout_s=60, isolate=isolate)
+    finally:
+        del os.environ["KERNELOPT_TEST_ATTACK_OUT"]
+    assert [e.failure for e in evs] == [None, None, None]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_runner_cwd_and_tmpdir_are_private_and_removed(tmp_path):
+    runs = _scratch_runs(tmp_path, "worker")
+    for run in runs:
+        assert run["cwd"] != os.getcwd() and "kernelopt-child-runner-" in run["cwd"]
+        assert run["tmp_file"].startswith(run["cwd"])
+        assert not Path(run["cwd_file"]).exists() and not Path(run["tmp_file"]).exists()
+    assert not (Path.cwd() / "scratch-in-cwd.txt").exists()
+    assert len({r["pid"] for r in runs}) == 1  # worker mode: one runner for the batch
+
+
+def test_isolate_candidate_starts_a_fresh_runner_for_every_candidate(tmp_path):
+    runs = _scratch_runs(tmp_path, "candidate")
+    assert len({r["pid"] for r in runs}) == 3, runs
+
+
+# --- 10. --isolate sandbox ----------------------------------------------------------------------
+
+
+def _need_sandbox() -> None:
+    from kernelopt.harness.sandbox import sandbox_unavailable
+
+    why = sandbox_unavailable("cpu")
+    if why:
+        pytest.skip(f"no sandbox here: {why}")
+
+
+def test_sandbox_keeps_a_root_candidate_from_the_judge(monkeypatch):
+    """The forged reply and the reference rewrite, from root of the sandbox's namespaces: the
+    judge's process is not even visible (its parent pid is 0), let alone its fds or memory."""
+    _need_sandbox()
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", "/dev/stderr")  # the file system is read-only
+    evs = evaluate(load_problem(PROBLEM), _cands("forge_verdict.py", "rewrite_reference.py", "ok.py"), time=False,
+                   timeout_s=60, isolate="sandbox")
+    assert [e.passed for e in evs] == [False, False, True], [e.failure for e in evs]
+    assert evs[0].failure.reason in ("runtime", "incorrect") and evs[0].failure.reason != "tampered"
+    assert evs[1].failure.reason == "incorrect" and "blocked" in (evs[1].failure.stderr or "")
+
+
+def test_sandbox_view_is_read_only_without_network_and_pids(tmp_path, monkeypatch):
+    _need_sandbox()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    # The probe reports through its captured stdout: the file system is read-only in there.
+    monkeypatch.setenv("KERNELOPT_TEST_VICTIM", str(victim))
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", "/dev/stdout")
+    (ev,) = evaluate(load_problem(PROBLEM), _cands("escape.py"), time=False, timeout_s=60, isolate="sandbox")
+    assert ev.failure is not None and ev.failure.reason == "incorrect"
+    report = json.loads([line for line in (ev.failure.stdout or "").splitlines() if line.startswith("{")][-1])
+    assert report["uid"] == 0 and report["pid"] == 1  # root, but of its own namespaces
+    assert report["visible_pids"] < 10  # the verifier, the engine and the host's processes are not visible
+    for key in ("parent_environ", "parent_mem", "write_user_file", "network", "remount"):
+        assert report[key].startswith("blocked"), (key, report[key])
+    assert victim.read_text() == "keep"
+
+
+def test_sandbox_falls_back_in_one_line_where_there_is_none(monkeypatch, capsys):
+    from kernelopt.harness import sandbox
+
+    monkeypatch.setattr(sandbox, "_sandbox_probe", {"cpu": "user namespaces are not available (test)"})
+    monkeypatch.setattr(evaluate_mod, "_noted", set())
+    assert evaluate_mod.resolve_isolation("sandbox", ["cpu"]) == "candidate"
+    assert evaluate_mod.resolve_isolation("auto", ["cpu"]) == "worker"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no sandbox here" in err[0]
+    monkeypatch.setattr(sandbox, "_sandbox_probe", {"cpu": None})
+    assert evaluate_mod.resolve_isolation("auto", ["cpu"]) == "sandbox"
+    assert evaluate_mod.resolve_isolation("worker", ["cpu"]) == "worker"
+
+
+# --- 11. the GPU time-credibility flag -----------------------------------------------------------
+
+
+def _verifier(floor_ms: float | None):
+    from kernelopt.harness.worker import Verifier
+
+    v = object.__new__(Verifier)  # no device, no problem: only the flag's arithmetic
+    v.cuda = True
+    v.floor_ms = floor_ms
+    return v
+
+
+def _stats(median_ms: float, count: int = 100, warmup: int = 5, guard_us: float = 0.0):
+    from kernelopt.models.harness import TimingStats
+
+    return TimingStats(median_ms=median_ms, mean_ms=median_ms, min_ms=median_ms, max_ms=median_ms, iqr_ms=0.0,
+                       cv=0.0, count=count, warmup_count=warmup, l2_flush_bytes=0, launch_guard_us=guard_us)
+
+
+def test_suspect_below_the_roofline_floor():
+    from kernelopt.harness.worker import FLOOR_FRACTION
+
+    v = _verifier(floor_ms=1.0)
+    assert v._suspect(_stats(FLOOR_FRACTION * 1.0 * 0.99), wall_s=0.0)
+    assert "roofline" in v._suspect(_stats(0.5), wall_s=0.0)[0]
+    assert v._suspect(_stats(FLOOR_FRACTION * 1.0 * 1.01), wall_s=0.0) == []
+
+
+def test_suspect_when_the_wall_clock_disagrees():
+    from kernelopt.harness.worker import WALL_FACTOR, WALL_SLACK_MS
+
+    v = _verifier(floor_ms=None)
+    calls = 105
+    median = 0.1
+    honest = (median + WALL_SLACK_MS) * calls / 1000.0
+    assert v._suspect(_stats(median), wall_s=honest) == []
+    faked = (median * (WALL_FACTOR + 2) + WALL_SLACK_MS) * calls / 1000.0
+    out = v._suspect(_stats(median), wall_s=faked)
+    assert len(out) == 1 and "host wall" in out[0]
+    # The launch guard's busy-wait is accounted for, not held against the time.
+    guard_us = (median * (WALL_FACTOR + 2)) * 1000.0
+    assert v._suspect(_stats(median, guard_us=guard_us), wall_s=faked) == []
+
+
+def test_suspect_is_for_gpu_times_only():
+    v = _verifier(floor_ms=1.0)
+    v.cuda = False
+    assert v._suspect(_stats(0.001), wall_s=100.0) == []
+    assert _verifier(1.0)._suspect(None, wall_s=1.0) == []
