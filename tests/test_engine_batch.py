@@ -65,9 +65,7 @@ def test_every_failure_path_in_one_batch(tmp_path, monkeypatch):
     problem = load_problem(AXPY, {"N": "300"})
     names = list(EXPECTED)
     cands = [load_candidate(FIX / n.split("#")[0]) for n in names]
-    t0 = time.monotonic()
     evs = evaluate(problem, cands, timeout_s=20.0)
-    elapsed = time.monotonic() - t0
     assert [Path(e.candidate.path).name for e in evs] == [n.split("#")[0] for n in names]
     for name, ev in zip(names, evs):
         want = EXPECTED[name]
@@ -83,8 +81,11 @@ def test_every_failure_path_in_one_batch(tmp_path, monkeypatch):
     # The failing candidate's own traceback and output reach the caller.
     assert "kernel_function" in (by_name["runtime_error.py"].failure.traceback or "")
     assert "kernelopt/harness" not in (by_name["runtime_error.py"].failure.traceback or "")
-    # The hang cost about its time limit, not the whole batch.
-    assert elapsed < 20.0 + 90.0
+    # The hang cost about its time limit, not the whole batch: its own wall time (measured by its
+    # verifier) is the limit plus killing its runner. A bound on the whole batch's time measured the
+    # machine's load instead (174 s against 110 s on a loaded 2-core host) and said nothing more.
+    hang = by_name["cheat_hang.py"]
+    assert 20.0 <= hang.wall_s < 20.0 + 30.0, hang.wall_s
     # The daemon the candidate left was killed with its runner (at the latest when the engine closed).
     if pidfile.exists():
         pid = int(pidfile.read_text())

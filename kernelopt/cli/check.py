@@ -88,7 +88,9 @@ def render_table(results: list["Verification"]) -> str:
               help="Seconds each candidate may take before its process is killed.")
 @click.option("--isolate", type=click.Choice(["worker", "candidate", "sandbox"]), default="worker", show_default=True,
               help="worker: candidates share a long-lived runner process (restarted after a crash); "
-                   "candidate: a fresh process per candidate, for untrusted batches.")
+                   "candidate: a fresh process per candidate; sandbox: a fresh process per candidate in its own "
+                   "user, mount, network (and on the CPU pid) namespaces with a read-only view of the files, "
+                   "for untrusted code (docs/harness.md).")
 @click.option("--shapes", type=click.Choice(["given", "auto"]), default="given", show_default=True,
               help="auto: a candidate correct at the given shape is verified again at the problem's SMALL shape "
                    "and at a ragged one (each shape constant moved to an odd nearby value); a failure there fails it.")

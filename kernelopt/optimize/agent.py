@@ -101,8 +101,9 @@ def iterate(
         from kernelopt.harness.evaluate import Engine
 
         # No baselines: eager / compile were timed with v0 and are in the run already.
+        # An agent's candidates are model-written: a real OS sandbox where there is one.
         with Engine(problem, trials=trials, timeout_s=timeout_s, seed=config.seed, executor=config.executor,
-                    devices=devices, progress=engine_progress) as engine:
+                    devices=devices, progress=engine_progress, isolate="auto") as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=AgentOptimizer(), profile=profile,
                         experience=store, progress=progress, status=status)
             # Evaluated with it: a version an earlier iterate wrote but was killed before evaluating.
@@ -211,8 +212,9 @@ def finish(
     try:
         config = rundir.config
         problem = load_problem(config.problem, config.overrides, config.dtype)
+        # An agent's candidates are model-written: a real OS sandbox where there is one.
         with Engine(problem, trials=trials, timeout_s=timeout_s, seed=config.seed, executor=config.executor,
-                    devices=devices, progress=engine_progress) as engine:
+                    devices=devices, progress=engine_progress, isolate="auto") as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=AgentOptimizer(), profile=False,
                         progress=progress, status=status, timeout_s=timeout_s)
             loop.evaluate(rundir.pending())

@@ -826,8 +826,10 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
             (progress or (lambda t: None))(f"experience store unavailable ({exc}); outcomes are not recorded")
     try:
         engine_start = time.monotonic()
+        # Model-written candidates are the likeliest to probe the harness: a real OS sandbox where there is one.
         with Engine(problem, baselines=baselines, trials=trials, timeout_s=timeout_s, seed=config.seed,
-                    executor=config.executor, devices=devices, progress=engine_progress) as engine:
+                    executor=config.executor, devices=devices, progress=engine_progress,
+                    isolate="auto" if config.optimizer == "llm" else "worker") as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=opt, profile=profile, experience=store,
                         progress=progress, status=status, started=started, timeout_s=timeout_s,
                         setup=engine_setup(engine, time.monotonic() - engine_start))

@@ -1,0 +1,68 @@
+"""Issue #19's attacks on a GPU (skipped without CUDA).
+
+    python3 -m pytest -q tests/gpu/test_trust_gpu.py
+
+Checks that the hardened verifier (non-dumpable) still shares its arena with its runner through
+CUDA IPC, in every isolation mode, sandbox included; that a forged reply fails only its own
+candidate; that kernels which skip their work when timed fail as `timing_mismatch`; that a fake
+clock with the guard switched off fakes no GPU time; and that GPU times still come out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+from kernelopt.harness.evaluate import evaluate  # noqa: E402
+from kernelopt.problem import load_candidate, load_problem  # noqa: E402
+
+ATT = Path(__file__).resolve().parent.parent / "fixtures" / "attacks"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _cands(*names: str) -> list:
+    return [load_candidate(ATT / n) for n in names]
+
+
+@pytest.mark.parametrize("isolate", ["worker", "candidate", "sandbox"])
+def test_examples_pass_and_are_timed_in_every_mode(isolate):
+    from kernelopt.harness.evaluate import resolve_isolation
+
+    if isolate == "sandbox" and resolve_isolation("sandbox", ["cuda:0"]) != "sandbox":
+        pytest.skip("no sandbox on this host")
+    problem = load_problem(EXAMPLES / "softmax" / "problem.py")
+    cands = [load_candidate(EXAMPLES / "softmax" / "kernel.py"), load_candidate(EXAMPLES / "softmax" / "kernel_wrong.py"),
+             load_candidate(EXAMPLES / "softmax" / "kernel.py")]
+    evs = evaluate(problem, cands, isolate=isolate, timeout_s=300)
+    assert [e.failure.reason if e.failure else None for e in evs] == [None, "incorrect", None], [e.failure for e in evs]
+    for ev in (evs[0], evs[2]):
+        assert ev.timing is not None and ev.timing.median_ms > 0 and "cuda-events" in ev.timing.method
+        assert not ev.suspect, ev.suspect
+
+
+def test_forged_reply_fails_only_its_candidate(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", str(tmp_path / "attack.txt"))
+    evs = evaluate(load_problem(ATT / "problem.py"), _cands("forge_verdict.py", "ok.py", "zeros.py", "ok.py"),
+                   time=False, timeout_s=120)
+    assert not evs[0].passed and evs[0].failure.reason in ("tampered", "incorrect")
+    assert [e.failure.reason if e.failure else None for e in evs[1:]] == [None, "incorrect", None]
+
+
+@pytest.mark.parametrize("name", ["timing_stack.py", "timing_count.py", "timing_repeat.py"])
+def test_skipping_work_when_timed_is_timing_mismatch(name):
+    evs = evaluate(load_problem(ATT / "problem.py", {"N": "1048576"}), _cands(name, "ok.py"), timeout_s=120)
+    assert evs[0].failure is not None and evs[0].failure.reason == "timing_mismatch", evs[0].failure
+    assert evs[1].failure is None and evs[1].timing is not None
+
+
+def test_fake_clock_fakes_no_gpu_time():
+    evs = evaluate(load_problem(ATT / "problem.py"), _cands("fake_clock.py", "slow.py"), timeout_s=120)
+    assert evs[0].failure is not None and evs[0].failure.reason == "tampered"
+    assert evs[1].failure is None
+    # slow.py sleeps 123 ms on the host per call; its GPU time is honest (tiny) but the verifier's
+    # wall clock around the timing flags it as work done outside the events.
+    assert evs[1].suspect and "host wall" in evs[1].suspect[-1]
