@@ -62,7 +62,7 @@ def test_skipping_work_when_timed_is_timing_mismatch(name):
 def test_fake_clock_fakes_no_gpu_time():
     evs = evaluate(load_problem(ATT / "problem.py"), _cands("fake_clock.py", "slow.py"), timeout_s=120)
     assert evs[0].failure is not None and evs[0].failure.reason == "tampered"
-    assert evs[1].failure is None
-    # slow.py sleeps 123 ms on the host per call; its GPU time is honest (tiny) but the verifier's
-    # wall clock around the timing flags it as work done outside the events.
-    assert evs[1].suspect and "host wall" in evs[1].suspect[-1]
+    # slow.py sleeps 123 ms on the host between the events of each call: about 118 ms of GPU time
+    # (the launch guard's 5 ms busy-wait comes before the start event), timed in a fresh runner.
+    assert evs[1].failure is None and evs[1].timing is not None
+    assert evs[1].timing.median_ms >= 100.0, evs[1].timing
