@@ -78,6 +78,8 @@ class Attempt(Model):
     speedup_vs_parent: float | None = None
     failure: str | None = Field(None, description="failure reason (compile, timeout, incorrect, ...) when it failed")
     knobs: dict[str, KnobValue] = Field(default_factory=dict, description="knob values of the version (knob search)")
+    structure: str | None = Field(
+        None, description="hash of the version's source with knob values masked (knobs.rewrite.structure_hash)")
     median_ms: float | None = None
     lesson: str | None = None
 

@@ -77,6 +77,7 @@ class Loop:
         self.spent_before = sum(self.state.spent.values())
         self._hashes: dict[str, str] = {}  # version id -> normalised source hash (a version's file never changes)
         self._advice: dict[str, Any] = {}  # version id -> recommend's Advice for it
+        self._structures: dict[str, str] = {}  # version id -> structure hash (source with knob values masked)
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -294,15 +295,29 @@ class Loop:
             if v.evaluation is None:
                 continue
             parent = self.state.versions.get(v.parent or "")
-            out.append(attempt_of(v, parent))
+            out.append(attempt_of(v, parent, self.structure(v.id)))
         return out
+
+    def structure(self, version_id: str) -> str:
+        """The version's structure hash (its source with knob values masked), computed once."""
+        from kernelopt.optimize.knobs.rewrite import structure_hash
+
+        if version_id not in self._structures:
+            path = self.state.versions[version_id].path
+            self._structures[version_id] = structure_hash(Path(path).read_text(), path)
+        return self._structures[version_id]
 
     def propose(self, round_: int) -> list[str]:
         """Ask the optimizer, drop duplicates, write the new versions; returns their ids."""
         self.status(f"round {round_}: proposing")
         proposals = self.optimizer.propose(self.context(round_))
+        from kernelopt.optimize.knobs.rewrite import knob_key, structure_hash
+
         seen = self.known_sources()
-        seen_knobs = [v.proposal.knobs for v in self.state.versions.values() if v.proposal and v.proposal.knobs]
+        # Knob values alone do not identify a candidate: a transform's rewrite may keep its
+        # parent's values. (structure, knob values) does.
+        seen_configs = {(self.structure(vid), knob_key(v.proposal.knobs)) for vid, v in self.state.versions.items()
+                        if v.proposal and v.proposal.knobs}
         ids = []
         caps = [c for c in (self.budget_left(), self.evals_that_fit()) if c is not None]
         left = min(caps) if caps else None
@@ -310,11 +325,12 @@ class Loop:
             if left is not None and len(ids) >= left:
                 break
             digest = normalized_source_hash(p.source)
-            if digest in seen or (p.knobs and p.knobs in seen_knobs):
+            config = (structure_hash(p.source), knob_key(p.knobs)) if p.knobs else None
+            if digest in seen or config in seen_configs:
                 continue
             seen.add(digest)
-            if p.knobs:
-                seen_knobs.append(p.knobs)
+            if config is not None:
+                seen_configs.add(config)
             p = p.model_copy(update={"optimizer": p.optimizer or getattr(self.optimizer, "name", None)})
             ids.append(self.rundir.write_version(p.source, round=round_, proposal=p).id)
         return ids
@@ -589,7 +605,7 @@ def _pool(a: TimingStats, b: TimingStats) -> TimingStats:
     })
 
 
-def attempt_of(version: Version, parent: Version | None) -> Attempt:
+def attempt_of(version: Version, parent: Version | None, structure: str | None = None) -> Attempt:
     ev = version.evaluation
     change = version.proposal.change if version.proposal else "starting kernel"
     failure = None
@@ -612,7 +628,7 @@ def attempt_of(version: Version, parent: Version | None) -> Attempt:
         strategy=version.proposal.strategy if version.proposal else None,
         outcome=outcome, speedup_vs_parent=ratio, failure=failure,
         knobs=dict(version.proposal.knobs) if version.proposal else starting_knobs(version),
-        median_ms=version.median_ms,
+        structure=structure, median_ms=version.median_ms,
     )
 
 

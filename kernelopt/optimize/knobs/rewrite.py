@@ -10,6 +10,8 @@ adds or removes a line, so knob names that carry line numbers stay valid.
 
 from __future__ import annotations
 
+import ast
+
 from kernelopt.errors import BadInput
 from kernelopt.models.optimize import KnobValue
 from kernelopt.optimize.knobs.discover import KnobSite, find_sites
@@ -71,3 +73,64 @@ def set_knobs(source: str, values: dict[str, KnobValue], path: str = "<candidate
 def knob_values(source: str, path: str = "<candidate>") -> dict[str, KnobValue]:
     """name -> current value for every knob of `source`."""
     return {s.name: s.value for s in find_sites(source, path)}
+
+
+def knob_key(config: dict[str, KnobValue]) -> tuple[tuple[str, str], ...]:
+    """A knob configuration as a hashable key; repr keeps 1 and True, '' and None apart."""
+    return tuple(sorted((k, repr(v)) for k, v in config.items()))
+
+
+KNOB_MASK = "_KNOB_"
+
+
+def structure_hash(source: str, path: str = "<candidate>") -> str:
+    """The hash of a candidate's structure: its normalised source with every knob value masked.
+
+    Two sources that differ only in knob values (a knob search move) share it; a transform's
+    rewrite that keeps its parent's knob values does not. The loop's duplicate check and the
+    knob search key what they have tried on (structure, knob values). A knob written as a
+    keyword (`num_warps=4`, `eviction_policy=...`, a loop's `num_stages`) is masked by removing
+    the keyword, since the search adds and removes those: with or without it, and in whatever
+    order they were added, the structure is the same (`tl.range` left without keywords reads
+    as `range`, the form the search started from)."""
+    from kernelopt.problem import normalized_source_hash
+    from kernelopt.source import SourceFile, keyword_delete_span
+
+    try:
+        sites = find_sites(source, path)
+        src = SourceFile(source, path)
+    except Exception:  # noqa: BLE001 - a file whose knobs cannot be read is all structure
+        return normalized_source_hash(source)
+    keywords: dict[int, tuple[ast.Call, ast.keyword]] = {}
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg is not None:
+                    keywords[src.start(kw.value)] = (node, kw)
+    edits: list[tuple[int, int, str]] = []
+    removed: dict[int, tuple[ast.Call, int]] = {}  # id(call) -> (call, keywords removed)
+    for site in sites:
+        if site.span is None:
+            continue  # absent: already the canonical form
+        hit = keywords.get(site.span[0]) if site.kind in ("launch", "directive") else None
+        if hit is not None and hit[1].arg == (site.kwarg or hit[1].arg):
+            call, kw = hit
+            edits.append((*keyword_delete_span(src, call, kw), ""))
+            removed[id(call)] = (call, removed.get(id(call), (call, 0))[1] + 1)
+        else:
+            edits.append((*site.span, KNOB_MASK))
+    for node in ast.walk(src.tree):
+        call = node.iter if isinstance(node, ast.For) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "range":
+            if removed.get(id(call), (call, 0))[1] == len(call.keywords):
+                edits.append((src.start(call.func), src.end(call.func), "range"))
+    data = source.encode("utf-8")
+    out: list[bytes] = []
+    pos = 0
+    for start, end, text in sorted(set(edits)):
+        if start < pos:
+            continue  # nested in a span already masked
+        out += [data[pos:start], text.encode("utf-8")]
+        pos = end
+    out.append(data[pos:])
+    return normalized_source_hash(b"".join(out).decode("utf-8", "replace"))

@@ -32,7 +32,7 @@ from kernelopt.models.optimize import Attempt, KnobSpec, KnobValue, OptimizeCont
 from kernelopt.models.strategy import Knob, Strategy
 from kernelopt.optimize.base import at_roofline
 from kernelopt.optimize.knobs.discover import KnobSite, find_sites
-from kernelopt.optimize.knobs.rewrite import in_domain, set_knobs
+from kernelopt.optimize.knobs.rewrite import in_domain, knob_key, set_knobs, structure_hash
 from kernelopt.recommend import generic_strategy
 
 # Kinds the search moves by default. Directives (eviction policy, cache modifiers, loop
@@ -52,6 +52,11 @@ _NON_RESOURCE_FAILURES = {"incorrect", "nonfinite", "shape_mismatch", "unwritten
                           "cached_result", "hidden_stream", "tampered", "suspect_time"}
 
 Config = dict[str, KnobValue]
+# What the search has tried is keyed on (structure hash, knob values): a transform's rewrite
+# that kept its parent's knob values is a new candidate. An attempt whose structure is unknown
+# (a context built without it) keys as ANY and matches every structure, as before.
+ANY = "*"
+Seen = set[tuple[str, tuple[tuple[str, str], ...]]]
 _KEEP: Any = object()  # "this knob stays" in a polish combination (None is a knob value)
 
 
@@ -60,9 +65,7 @@ def param_of(name: str) -> str:
     return re.split(r"[@#]", name.split(".")[-1])[0]
 
 
-def _key(config: Config) -> tuple[tuple[str, str], ...]:
-    # repr keeps 1 and True, '' and None apart
-    return tuple(sorted((k, repr(v)) for k, v in config.items()))
+_key = knob_key
 
 
 def _matches(glob: str, site: KnobSite) -> bool:
@@ -129,6 +132,7 @@ class _Move:
 class _Failure:
     config: Config
     resource: bool
+    structure: str = ANY
 
 
 class KnobSearchOptimizer:
@@ -165,29 +169,32 @@ class KnobSearchOptimizer:
         budget = context.budget_left if context.budget_left is not None else None
         if budget is not None and budget <= 0:
             return []
-        seen: set[tuple[tuple[str, str], ...]] = set()
+        seen: Seen = set()
         failures: list[_Failure] = []
         losers: list[Config] = []
         for attempt in context.history:
             if attempt.knobs:
-                seen.add(_key(attempt.knobs))
+                structure = attempt.structure or ANY
+                seen.add((structure, _key(attempt.knobs)))
                 parent = _parent_config(attempt)  # the root (v0) is no attempt: recover its knobs
                 if parent is not None:
-                    seen.add(_key(parent))
+                    seen.add((structure, _key(parent)))  # a knob move keeps its parent's structure
                     if attempt.speedup_vs_parent is not None and attempt.speedup_vs_parent < CLEAR_LOSS:
                         losers.append({n: v for n, v in attempt.knobs.items() if not _same(v, parent.get(n))})
                 if attempt.outcome == "failed" or attempt.failure:
-                    failures.append(_Failure(dict(attempt.knobs), _is_resource_failure(attempt)))
-        members: list[tuple[Version, str, list[KnobSite]]] = []
+                    failures.append(_Failure(dict(attempt.knobs), _is_resource_failure(attempt), structure))
+        members: list[tuple[Version, str, list[KnobSite], str]] = []
         for version in context.beam:
             source = _read_source(version)
             sites = find_sites(source, version.path)
-            seen.add(_key({s.name: s.value for s in sites}))
-            members.append((version, source, sites))
+            structure = structure_hash(source, version.path)
+            seen.add((structure, _key({s.name: s.value for s in sites})))
+            members.append((version, source, sites, structure))
         proposals: list[Proposal] = []
-        for version, source, sites in members:
+        for version, source, sites, structure in members:
             quota = context.proposals_per_member
-            for proposal in self._member_proposals(context, version, source, sites, seen, failures, losers):
+            for proposal in self._member_proposals(context, version, source, sites, seen, failures, losers,
+                                                   structure):
                 if quota <= 0 or (budget is not None and len(proposals) >= budget):
                     break
                 proposals.append(proposal)
@@ -199,8 +206,8 @@ class KnobSearchOptimizer:
     # --- one beam member -------------------------------------------------------------------
 
     def _member_proposals(self, context: OptimizeContext, version: Version, source: str, sites: list[KnobSite],
-                          seen: set[tuple[tuple[str, str], ...]], failures: list[_Failure],
-                          losers: list[Config]) -> Iterator[Proposal]:
+                          seen: Seen, failures: list[_Failure], losers: list[Config],
+                          structure: str = ANY) -> Iterator[Proposal]:
         current: Config = {s.name: s.value for s in sites}
         by_name = {s.name: s for s in sites}
         chosen = select_knobs(sites, self.kinds, self.exclude, self.domains)
@@ -221,9 +228,10 @@ class KnobSearchOptimizer:
                     continue
                 config = {**current, **changes}
                 key = _key(config)
-                if key in seen or _excluded(config, failures, tiles_and_stages):
+                if ((structure, key) in seen or (ANY, key) in seen
+                        or _excluded(config, failures, tiles_and_stages, structure)):
                     continue
-                seen.add(key)
+                seen.add((structure, key))
                 if _repeats_a_loss(changes, losers):
                     deferred.append((changes, config, move))  # after every other move
                 else:
@@ -418,9 +426,12 @@ def _repeats_a_loss(changes: Config, losers: list[Config]) -> bool:
     return any(loss and all(n in changes and _same(changes[n], v) for n, v in loss.items()) for loss in losers)
 
 
-def _excluded(config: Config, failures: list[_Failure], monotone: set[str]) -> bool:
-    """Is `config` a failed one, or at least as large as a resource failure in every tile and stage count?"""
+def _excluded(config: Config, failures: list[_Failure], monotone: set[str], structure: str = ANY) -> bool:
+    """Is `config` a failed one, or at least as large as a resource failure in every tile and stage
+    count, on the same structure (a failure of another kernel structure says nothing here)?"""
     for f in failures:
+        if f.structure not in (ANY, structure) and structure != ANY:
+            continue
         same = True
         for name, value in f.config.items():
             mine = config.get(name, value)
