@@ -87,13 +87,22 @@ class Breaking:
         return source + "\ndef broken(:\n"
 
 
+EXTRA = {NAME: f"{__name__}:MarkerStatement", "exploding": f"{__name__}:Exploding",
+         "breaking": f"{__name__}:Breaking"}
+
+
+def register() -> None:
+    """For a `kernelopt` process started by a test (python -c): the fixtures join the registry."""
+    from kernelopt.optimize import transforms
+
+    transforms.BUILTIN.update(EXTRA)
+
+
 @pytest.fixture
 def fixture_transforms(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Registers the fixtures in the transform registry for one test."""
     from kernelopt.optimize import transforms
 
-    extra = {NAME: f"{__name__}:MarkerStatement", "exploding": f"{__name__}:Exploding",
-             "breaking": f"{__name__}:Breaking"}
-    monkeypatch.setattr(transforms, "BUILTIN", {**transforms.BUILTIN, **extra})
-    monkeypatch.setattr(transforms.REGISTRY, "builtin", {**transforms.BUILTIN, **extra})
-    return extra
+    monkeypatch.setattr(transforms, "BUILTIN", {**transforms.BUILTIN, **EXTRA})
+    monkeypatch.setattr(transforms.REGISTRY, "builtin", {**transforms.BUILTIN, **EXTRA})
+    return EXTRA

@@ -40,6 +40,9 @@ class Proposal(Model):
     hypothesis: str | None = None
     optimizer: str | None = Field(None, description="registry name of the optimizer that proposed it")
     extra: dict[str, Any] = Field(default_factory=dict, description="optimizer-specific detail (prompt id, tokens, ...)")
+    failed: str | None = Field(
+        None, description="why no source came of it (a transform raised or wrote source that does not parse): "
+                          "the loop records it as a `proposal_failed` event and evaluates nothing")
 
 
 class Version(Model):
@@ -80,6 +83,7 @@ class Attempt(Model):
     knobs: dict[str, KnobValue] = Field(default_factory=dict, description="knob values of the version (knob search)")
     structure: str | None = Field(
         None, description="hash of the version's source with knob values masked (knobs.rewrite.structure_hash)")
+    transform: str | None = Field(None, description="'name@site' of the source transform that made the version")
     median_ms: float | None = None
     lesson: str | None = None
 
@@ -99,6 +103,8 @@ class OptimizeContext(Model):
         default_factory=dict, description="knob values of the fastest configuration measured for a similar situation "
                                           "(kernelopt.recommend): every optimizer that takes knobs starts there")
     history: list[Attempt] = Field(default_factory=list)
+    failed_proposals: list[Proposal] = Field(
+        default_factory=list, description="proposals that produced no source (Proposal.failed says why)")
     tried_sources: list[str] = Field(default_factory=list, description="sha256 of normalised sources already evaluated")
     proposals_per_member: int = 4
     budget_left: int | None = Field(None, description="evaluations left, if bounded")
@@ -116,6 +122,7 @@ EventType = Literal[
     "resumed",  # a process took the run over again (`optimize --resume`)
     "round_started",
     "proposed",  # a version's kernel.py is on disk; it still has to be evaluated
+    "proposal_failed",  # an optimizer's proposal produced no source (a transform raised); nothing evaluated
     "evaluated",  # its Evaluation (failures included)
     "profiled",  # its metrics.json / diagnosis
     "promoted",  # the new beam, best first
@@ -179,6 +186,7 @@ class RunState(Model):
         default_factory=dict, description="round -> best version id when the round finished"
     )
     lessons: list[str] = Field(default_factory=list)
+    failed_proposals: list[Proposal] = Field(default_factory=list, description="from `proposal_failed` events")
     experience: list[str] = Field(default_factory=list, description="version ids recorded in the experience store")
     resumes: int = 0
     spent: dict[str, float] = Field(

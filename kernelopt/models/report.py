@@ -17,6 +17,8 @@ class VersionRow(Model):
     round: int
     change: str = Field(description="the one change, or 'starting kernel' for v0")
     strategy: str | None = None
+    transform: str | None = Field(None, description="'name@site' of the source transform this step applied")
+    diff: str | None = Field(None, description="the step's change.diff, relative to the run directory")
     knobs: dict[str, KnobValue] = Field(default_factory=dict)
     verdict: str = Field(description="correct | not evaluated | refused (kernel.py changed after evaluation, or the "
                                      "final re-verification failed) | the failure reason (incorrect, compile, ...)")
@@ -33,7 +35,8 @@ class StrategyStats(Model):
     """Which strategies paid: every version that applied `strategy`."""
 
     strategy: str
-    tried: int
+    transform: str | None = Field(None, description="the source transform its proposals applied, if any")
+    tried: int = Field(description="proposals evaluated, plus transform proposals that produced no source")
     correct: int
     improved: int
     best_gain: float | None = Field(None, description="largest speedup over the parent among its versions")

@@ -29,6 +29,7 @@ BUILTIN: dict[str, str] = {
     "knobs": "kernelopt.optimize.knobs.search:KnobSearchOptimizer",
     "llm": "kernelopt.optimize.llm.optimizer:LLMOptimizer",
     "agent": "kernelopt.optimize.agent:AgentOptimizer",
+    "strategies": "kernelopt.optimize.transforms.optimizer:StrategiesOptimizer",
 }
 
 

@@ -245,6 +245,7 @@ class Loop:
             problem=self.problem, round=round_, beam=beam, recommendations=recs,
             known_failures={vid: a.known_failures for vid, a in advice.items()},
             seed_knobs=seed.knobs if seed is not None else {}, history=self.history(),
+            failed_proposals=list(self.state.failed_proposals),
             tried_sources=tried, proposals_per_member=self.config.proposals_per_member,
             budget_left=self.budget_left(), device=self.config.device, roofline_floor_ms=self.floor_ms(),
             seed=self.config.seed, options=options,
@@ -322,6 +323,11 @@ class Loop:
         caps = [c for c in (self.budget_left(), self.evals_that_fit()) if c is not None]
         left = min(caps) if caps else None
         for p in proposals:
+            if p.failed:  # no source to evaluate: recorded, so the optimizer does not try it again
+                p = p.model_copy(update={"optimizer": p.optimizer or getattr(self.optimizer, "name", None)})
+                self.rundir.record_proposal_failed(p, round=round_)
+                self.say(f"proposal failed ({p.strategy or p.change}): {p.failed}")
+                continue
             if left is not None and len(ids) >= left:
                 break
             digest = normalized_source_hash(p.source)
@@ -333,6 +339,8 @@ class Loop:
                 seen_configs.add(config)
             p = p.model_copy(update={"optimizer": p.optimizer or getattr(self.optimizer, "name", None)})
             ids.append(self.rundir.write_version(p.source, round=round_, proposal=p).id)
+        if any(p.failed for p in proposals):
+            self.refresh()
         return ids
 
     def repair(self, version_ids: Sequence[str], round_: int) -> list[str]:
@@ -629,7 +637,16 @@ def attempt_of(version: Version, parent: Version | None, structure: str | None =
         outcome=outcome, speedup_vs_parent=ratio, failure=failure,
         knobs=dict(version.proposal.knobs) if version.proposal else starting_knobs(version),
         structure=structure, median_ms=version.median_ms,
+        transform=_transform_of(version.proposal),
     )
+
+
+def _transform_of(proposal: Any) -> str | None:
+    """'name@site' of the transform a proposal applied (the strategies optimizer puts it in extra)."""
+    spec = proposal.extra.get("transform") if proposal is not None else None
+    if not isinstance(spec, dict) or not spec.get("name"):
+        return None
+    return f"{spec['name']}@{spec.get('site') or ''}"
 
 
 def starting_knobs(version: Version) -> dict[str, Any]:

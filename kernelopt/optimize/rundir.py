@@ -8,6 +8,7 @@ Layout (docs/optimize.md has the full format)::
       .lock             fcntl lock + pid of the process appending
       v{n}/kernel.py    written (atomically) before its `proposed` event
       v{n}/hypothesis.txt, evaluation.json, metrics.json, ncu_summary.md, diagnosis.json
+      v{n}/change.diff  unified diff of kernel.py against the parent's (every version with a parent)
 
 Crash safety. Every file is written to a temporary name, fsynced and renamed over
 the target, so a reader sees the old or the new file, never half of one. Every event
@@ -362,6 +363,8 @@ class RunDir:
         digest = hashlib.sha256(data).hexdigest()
         atomic_write(folder / "kernel.py", data)
         atomic_write(folder / "hypothesis.txt", hypothesis_text(version_id, parent, proposal))
+        if parent is not None:
+            atomic_write(folder / "change.diff", self.change_diff(parent, version_id, source))
         stored = proposal.model_copy(update={"source": ""}) if proposal is not None else None
         self.append(
             "proposed",
@@ -381,6 +384,24 @@ class RunDir:
             parent=parent,
             proposal=proposal.model_copy(update={"source": source}) if proposal is not None else None,
         )
+
+    def record_proposal_failed(self, proposal: Proposal, *, round: int) -> None:
+        """An optimizer's proposal that produced no source (Proposal.failed says why): kept for the
+        optimizer (not tried again) and the report; there is nothing to evaluate."""
+        self.append("proposal_failed", round=round, parent=proposal.parent, strategy=proposal.strategy,
+                    reason=proposal.failed, proposal=proposal.model_copy(update={"source": ""}))
+
+    def change_diff(self, parent: str, version_id: str, source: str) -> str:
+        """Unified diff of a version's source against its parent's (`v{n}/change.diff`)."""
+        import difflib
+
+        try:
+            before = self.kernel_path(parent).read_text(encoding="utf-8")
+        except (OSError, BadInput):
+            before = ""  # a parent the run does not hold: the whole source is the change
+        lines = difflib.unified_diff(before.splitlines(keepends=True), source.splitlines(keepends=True),
+                                     fromfile=f"{parent}/kernel.py", tofile=f"{version_id}/kernel.py")
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
     def kernel_path(self, version_id: str) -> Path:
         return self.version_dir(version_id) / "kernel.py"
@@ -508,6 +529,8 @@ def replay_events(events: list[dict[str, Any]], root: Path) -> RunState:
                 id=vid, round=int(event["round"]), path=str(kernel), parent=event.get("parent"), proposal=proposal,
                 sha256=recorded, refused=file_change(event["path"], recorded, data),
             )
+        elif kind == "proposal_failed":
+            state.failed_proposals.append(Proposal.model_validate(event["proposal"]))
         elif kind == "evaluated":
             version = _version(state, event)
             version.evaluation = Evaluation.model_validate(event["evaluation"])

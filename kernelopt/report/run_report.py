@@ -13,7 +13,7 @@ from kernelopt.errors import BadInput
 from kernelopt.harness.timing import speedup
 from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Timing, TimingStats
-from kernelopt.models.optimize import RunState, Version
+from kernelopt.models.optimize import Proposal, RunState, Version
 from kernelopt.models.report import BottleneckSummary, ConvergencePoint, RunSummary, StrategyStats, VersionRow
 from kernelopt.optimize.rundir import RunDir, atomic_write, iter_versions, verified_bytes
 
@@ -103,7 +103,7 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
         start=rows.get("v0"),
         best=rows.get(best.id) if best else None,
         versions=list(rows.values()),
-        strategies=strategy_stats(list(rows.values())),
+        strategies=strategy_stats(list(rows.values()), state.failed_proposals),
         convergence=convergence(state),
         lessons=list(state.lessons),
         spent=spent_by_phase(state),
@@ -159,14 +159,24 @@ def lineage(state: RunState, version_id: str) -> list[str]:
     return chain[::-1]
 
 
-def strategy_stats(rows: list[VersionRow]) -> list[StrategyStats]:
-    """Per strategy: versions tried, correct, improved on their parent, best gain; most improved first."""
+def strategy_stats(rows: list[VersionRow], failed: list[Proposal] | None = None) -> list[StrategyStats]:
+    """Per strategy: versions tried, correct, improved on their parent, best gain; most improved first.
+
+    A transform counts like any other strategy: its versions are the strategy's versions, and a
+    transform proposal that produced no source (`failed`) counts as tried, never correct."""
     stats: dict[str, StrategyStats] = {}
+    for p in failed or []:
+        name = p.strategy or NO_STRATEGY
+        s = stats.setdefault(name, StrategyStats(strategy=name, tried=0, correct=0, improved=0))
+        s.tried += 1
+        s.transform = s.transform or (p.extra.get("transform") or {}).get("name")
     for row in rows:
         if row.id == "v0" or row.verdict == "not evaluated":
             continue
         name = row.strategy or NO_STRATEGY
         s = stats.setdefault(name, StrategyStats(strategy=name, tried=0, correct=0, improved=0))
+        if row.transform:
+            s.transform = row.transform.partition("@")[0]
         s.tried += 1
         s.correct += row.verdict == "correct"
         s.improved += row.improved
@@ -247,12 +257,16 @@ def _row(v: Version, state: RunState, start_ms: float | None) -> VersionRow:
         noise = max(stats.iqr_ms, parent_stats.iqr_ms) / 2
         improved = parent_stats.median_ms - stats.median_ms > noise
     proposal = v.proposal
+    spec = proposal.extra.get("transform") if proposal else None
+    diff = Path(v.path).parent / "change.diff"
     return VersionRow(
         id=v.id,
         parent=v.parent,
         round=v.round,
         change=proposal.change if proposal else "starting kernel",
         strategy=proposal.strategy if proposal else None,
+        transform=f"{spec['name']}@{spec.get('site') or ''}" if isinstance(spec, dict) and spec.get("name") else None,
+        diff=f"{v.id}/change.diff" if v.parent and diff.is_file() else None,
         knobs=dict(proposal.knobs) if proposal else {},
         verdict=what,
         failure=message,
