@@ -40,7 +40,7 @@ def test_final_report_holds_lineage_versions_strategies_and_diagnoses(tmp_path: 
     assert "interpreter wall time" in text
     assert "| v4 | v1 | 2 | BLOCK_SIZE -> 8192 | tune-block-size | compile: out of resources" in text
     assert "| v5 | v1 | 2 | BLOCK_SIZE -> 512 | evict-first | incorrect" in text
-    assert "| tune-block-size | 3 | 2 | 2 | 2.000x |" in text
+    assert "| tune-block-size |  | 3 | 2 | 2 | 2.000x |" in text  # no transform
     assert "**launch**" in text and "**dram**" in text
     assert "Status: finished (rounds)" in text
 

@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "experience": ("kernelopt.cli.experience", "experience", "Record and search past optimization outcomes."),
     "knobs": ("kernelopt.cli.knobs", "knobs", "List the tunable parameters (knobs) of a candidate."),
     "transforms": ("kernelopt.cli.transforms", "transforms", "List the source transforms that apply to a candidate, or apply one."),
-    "optimize": ("kernelopt.cli.optimize", "optimize", "Search for a faster correct kernel (knobs, llm or agent)."),
+    "optimize": ("kernelopt.cli.optimize", "optimize", "Search for a faster correct kernel (knobs, strategies, llm or agent)."),
     "iterate": ("kernelopt.cli.iterate", "iterate", "Evaluate one agent-written version and append it to a run."),
     "report": ("kernelopt.cli.report", "report", "Re-render a run directory's report and plots."),
     "suite": ("kernelopt.cli.suite", "suite", "Run the benchmark suite and report fast_p."),

@@ -48,7 +48,8 @@ def render_summary(s: Any) -> str:
 @set_option
 @dtype_option
 @click.option("--optimizer", default="knobs", show_default=True,
-              help="knobs (no LLM), llm, agent, or a third-party optimizer registered as an entry point.")
+              help="knobs (no LLM), strategies (pack transforms, then knobs; no LLM), llm, agent, or a "
+                   "third-party optimizer registered as an entry point.")
 @click.option("--budget-evals", type=click.IntRange(min=1), default=None, help="Stop after this many evaluations.")
 @click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Time budget of the whole run (engine start, baselines, profiling, search, final re-timing): "
