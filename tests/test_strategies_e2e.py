@@ -46,7 +46,7 @@ def test_optimize_with_the_strategies_optimizer(tmp_path: Path) -> None:
     env = {**os.environ, "KERNELOPT_STRATEGY_PATH": str(pack), "KERNELOPT_DB": str(tmp_path / "exp.db")}
     res = subprocess.run([sys.executable, "-c", LAUNCH, "optimize", str(SOFTMAX / "problem.py"),
                           "--kernel", str(SOFTMAX / "kernel.py"), "--set", "ROWS=16", "--set", "COLS=100",
-                          "--optimizer", "strategies", "--rounds", "2", "--beam", "2", "--proposals", "2",
+                          "--optimizer", "strategies", "--rounds", "2", "--beam", "3", "--proposals", "2",
                           "--no-profile", "-o", str(run), "--json"],
                          capture_output=True, text=True, env=env, timeout=900, cwd=str(ROOT))
     assert res.returncode == 0, res.stderr[-3000:]
