@@ -1,6 +1,10 @@
-"""`kernelopt optimize --optimizer strategies` end to end on the CPU (Triton interpreter): the run
-applies a pack's transform, verifies it, then tunes the new kernel's knobs with the strategy's hint
-first; a transform that writes broken source is a failed proposal in the events, and the run goes on."""
+"""`--optimizer strategies` end to end on the CPU (Triton interpreter).
+
+1. `kernelopt optimize` with the shipped packs and catalog: the run applies a transform where it
+   fits the kernel, verifies it, then tunes the new kernel's knobs, the strategy's hints first;
+   the events carry the strategy ids.
+2. Through the library with test-only transforms: a transform that writes broken source is a
+   failed proposal in the events, never retried, and the run goes on."""
 
 from __future__ import annotations
 
@@ -11,10 +15,59 @@ import sys
 from pathlib import Path
 
 import pytest
+from transform_fixtures import fixture_transforms  # noqa: F401 - pytest fixture
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 SOFTMAX = ROOT / "examples" / "softmax"
+SMALL = ["--set", "ROWS=16", "--set", "COLS=100"]
+
+
+def _events(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_optimize_applies_a_catalog_transform_then_tunes_its_knobs(tmp_path: Path) -> None:
+    from kernelopt.optimize.transforms import available
+    from kernelopt.strategies import load_strategies
+
+    run = tmp_path / "run"
+    env = {**os.environ, "KERNELOPT_DB": str(tmp_path / "exp.db")}
+    res = subprocess.run([sys.executable, "-m", "kernelopt", "optimize", str(SOFTMAX / "problem.py"),
+                          "--kernel", str(SOFTMAX / "kernel.py"), *SMALL, "--optimizer", "strategies",
+                          "--rounds", "2", "--beam", "3", "--proposals", "2", "--no-profile", "-o", str(run), "--json"],
+                         capture_output=True, text=True, env=env, timeout=900, cwd=str(ROOT))
+    assert res.returncode == 0, res.stderr[-3000:]
+    events = _events(run)
+    proposed = {e["version"]: e for e in events if e["type"] == "proposed"}
+    evaluated = {e["version"]: e["evaluation"] for e in events if e["type"] == "evaluated"}
+    packs = load_strategies().strategies
+
+    transformed = {v: e["proposal"] for v, e in proposed.items()
+                   if e["proposal"] and e["proposal"]["extra"].get("phase") == "transform"}
+    assert transformed, "no transform was applied"
+    for vid, p in transformed.items():
+        spec = p["extra"]["transform"]
+        assert p["optimizer"] == "strategies" and spec["name"] in available()
+        assert packs[p["strategy"]].transform.name == spec["name"]  # the strategy id that carries it
+        assert spec["site"] == "softmax_kernel" and proposed[vid]["parent"] == "v0"
+        assert evaluated[vid]["failure"] is None and evaluated[vid]["verification"]["passed"], vid
+        assert (run / vid / "change.diff").read_text().startswith("--- v0/kernel.py\n+++ " + vid)
+
+    # round 2 tunes a transformed kernel's knobs, its strategy's hints first, and verifies them
+    tuned = []
+    for vid, p in transformed.items():
+        children = [v for v, e in proposed.items() if e["parent"] == vid]
+        if children:
+            tuned.append((vid, p, proposed[children[0]]["proposal"], children[0]))
+    assert tuned, "no transformed kernel was tuned"
+    for vid, p, first, child in tuned:
+        assert first["extra"]["phase"] != "transform" and first["strategy"] == p["strategy"], first
+        assert evaluated[child]["verification"]["passed"], child
+    report = (run / "final_report.md").read_text()
+    assert any(p["strategy"] in report.split("## Which strategies paid")[1] for p in transformed.values())
+    assert json.loads(res.stdout)["finished"]
+
 
 PACK = """\
 pack: {name: e2e-transforms}
@@ -33,47 +86,28 @@ strategies:
     transform: {name: breaking}
 """
 
-# `kernelopt` itself, with the test-only transforms registered first (a catalog-independent e2e).
-LAUNCH = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); import transform_fixtures; "
-          "transform_fixtures.register(); from kernelopt.cli import main; main(prog_name='kernelopt')")
-
 
 @pytest.mark.slow
-def test_optimize_with_the_strategies_optimizer(tmp_path: Path) -> None:
+def test_a_broken_transform_is_a_failed_proposal_and_the_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixture_transforms) -> None:
+    from kernelopt.optimize.loop import optimize
+
     pack = tmp_path / "pack.yaml"
     pack.write_text(PACK)
+    monkeypatch.setenv("KERNELOPT_STRATEGY_PATH", str(pack))
     run = tmp_path / "run"
-    env = {**os.environ, "KERNELOPT_STRATEGY_PATH": str(pack), "KERNELOPT_DB": str(tmp_path / "exp.db")}
-    res = subprocess.run([sys.executable, "-c", LAUNCH, "optimize", str(SOFTMAX / "problem.py"),
-                          "--kernel", str(SOFTMAX / "kernel.py"), "--set", "ROWS=16", "--set", "COLS=100",
-                          "--optimizer", "strategies", "--rounds", "2", "--beam", "3", "--proposals", "2",
-                          "--no-profile", "-o", str(run), "--json"],
-                         capture_output=True, text=True, env=env, timeout=900, cwd=str(ROOT))
-    assert res.returncode == 0, res.stderr[-3000:]
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
-    proposed = {e["version"]: e for e in events if e["type"] == "proposed"}
-    evaluated = {e["version"]: e["evaluation"] for e in events if e["type"] == "evaluated"}
-
-    # round 1: the transform, with its strategy id and where it applied, verified correct
-    transformed = [v for v, e in proposed.items() if (e["proposal"] or {}).get("strategy") == "mark-kernel"
-                   and e["proposal"]["extra"].get("phase") == "transform"]
-    assert len(transformed) == 1, proposed
-    tv = transformed[0]
-    assert proposed[tv]["proposal"]["extra"]["transform"] == {
-        "name": "marker_statement", "site": "softmax_kernel", "params": {"MARK": 2}}
-    assert proposed[tv]["proposal"]["optimizer"] == "strategies"
-    assert "_ko_marker = 2" in (run / tv / "kernel.py").read_text()
-    assert evaluated[tv]["failure"] is None and evaluated[tv]["verification"]["passed"]
-
-    # the broken transform: a failed proposal with its reason, nothing evaluated, the run went on
+    state = optimize(SOFTMAX / "problem.py", SOFTMAX / "kernel.py", run_dir=run, overrides={"ROWS": "16", "COLS": "100"},
+                     optimizer="strategies", optimizer_options={"transforms": ["marker_statement", "breaking"]},
+                     rounds=2, beam=3, proposals_per_member=2, profile=False, experience=False)
+    assert state.finished
+    events = _events(run)
     failed = [e for e in events if e["type"] == "proposal_failed"]
-    assert len(failed) == 1 and failed[0]["strategy"] == "break-kernel" and "does not parse" in failed[0]["reason"]
-
-    # round 2: the transformed kernel's knobs are tuned, the strategy's hint (num_warps 2) first
-    children = [v for v, e in proposed.items() if e["parent"] == tv]
-    assert children, "the transformed kernel's knobs were not tuned"
-    first = proposed[children[0]]["proposal"]
-    assert first["strategy"] == "mark-kernel" and first["extra"]["phase"] == "hint"
-    assert first["knobs"]["num_warps"] == 2 and "num_warps 4 -> 2" in first["change"]
-    assert evaluated[children[0]]["verification"]["passed"]
-    assert json.loads(res.stdout)["finished"]
+    assert len(failed) == 1, failed  # once: not retried in round 2, nor from another member
+    assert failed[0]["strategy"] == "break-kernel" and "does not parse" in failed[0]["reason"]
+    proposed = {e["version"]: e for e in events if e["type"] == "proposed"}
+    marked = [v for v, e in proposed.items() if (e["proposal"] or {}).get("strategy") == "mark-kernel"
+              and e["proposal"]["extra"]["phase"] == "transform"]
+    assert len(marked) == 1 and "_ko_marker = 2" in (run / marked[0] / "kernel.py").read_text()
+    children = [e["proposal"] for e in proposed.values() if e["parent"] == marked[0]]
+    assert children and children[0]["strategy"] == "mark-kernel" and children[0]["knobs"]["num_warps"] == 2
+    assert "| break-kernel | breaking | 1 | 0 | 0 |" in (run / "final_report.md").read_text()

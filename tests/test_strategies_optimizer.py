@@ -98,6 +98,9 @@ def test_recommended_order_and_fallback_requires(tmp_path: Path, fixture_transfo
     # no recommendation carries a transform: every strategy whose requires holds (not mark-dot)
     props = opt.propose(context(tmp_path, recs=["tune-num-warps"]))
     assert [p.strategy for p in props if p.extra.get("phase") == "transform"] == ["mark-a", "mark-b"]
+    # the only recommended one does not apply here (requires dot): the others are tried instead
+    props = opt.propose(context(tmp_path, recs=["mark-dot"]))
+    assert [p.strategy for p in props if p.extra.get("phase") == "transform"] == ["mark-a", "mark-b"]
 
 
 def test_knob_hints_of_the_strategy_that_made_a_member_come_first(tmp_path: Path, fixture_transforms) -> None:

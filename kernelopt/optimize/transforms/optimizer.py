@@ -3,9 +3,9 @@
 Per round and beam member:
 
 1. transforms: the strategies recommended for the member (context.recommendations, best
-   first) that carry a `transform:` - or, when the member has none that apply (no
-   diagnosis on the CPU, say), every loaded strategy with a transform whose `requires`
-   holds, those matching the member's diagnosis first - and whose transform applies to the
+   first) that carry a `transform:` - or, when none of those applies (no diagnosis on the
+   CPU, say), every other loaded strategy with a transform whose `requires` holds, those
+   matching the member's diagnosis first - and whose transform applies to the
    member's source (`survey.sites_of`) and has not been tried on the member's lineage
    (the member, its ancestors, and what was proposed from any of them, failures included).
    Each becomes a proposal carrying its strategy id (so its outcome is a vote in the
@@ -89,9 +89,10 @@ class StrategiesOptimizer:
             self._strategies = load_strategies()
         return self._strategies
 
-    def _candidates(self, context: OptimizeContext, member: Version, backend: str) -> list[Strategy]:
-        """Strategies with a transform for this member: the recommended ones in their order, else
-        (none recommended) every one for the backend, those matching the diagnosis first."""
+    def _candidates(self, context: OptimizeContext, member: Version, backend: str) -> tuple[list[Strategy], list[Strategy]]:
+        """(recommended, fallback): the strategies with a transform recommended for this member, in
+        their order; and every other one for the backend, those matching the diagnosis first and
+        none that the member's metrics rule out - tried only when no recommended one applies."""
         loaded = self._strategy_set().strategies
 
         def usable(s: Strategy | None) -> bool:
@@ -101,15 +102,11 @@ class StrategiesOptimizer:
 
         ids = dict.fromkeys(r.strategy for r in context.recommendations.get(member.id, []))
         chosen = [loaded[sid] for sid in ids if usable(loaded.get(sid))]
-        if chosen:
-            return chosen
-        rest = [s for s in loaded.values() if usable(s) and not _avoided(s, member)]
-        return sorted(rest, key=lambda s: (-_diagnosis_match(s, member), s.id))
+        rest = [s for s in loaded.values() if usable(s) and s.id not in ids and not _avoided(s, member)]
+        return chosen, sorted(rest, key=lambda s: (-_diagnosis_match(s, member), s.id))
 
     def _transform_proposals(self, context: OptimizeContext, member: Version):  # -> Iterator[Proposal]
         from kernelopt.files import read_text
-        from kernelopt.optimize.transforms import get_transform
-        from kernelopt.optimize.transforms.survey import TransformFailed, apply_named, sites_of
         from kernelopt.source import features
 
         try:
@@ -119,7 +116,20 @@ class StrategiesOptimizer:
             return
         backend = "cuda" if "cuda" in found and "triton" not in found else "triton"
         tried = _tried_on_lineage(context, member)
-        for strategy in self._candidates(context, member, backend):
+        recommended, fallback = self._candidates(context, member, backend)
+        produced = False
+        for proposal in self._from(recommended, source, found, member, tried):
+            produced = True
+            yield proposal
+        if not produced:
+            yield from self._from(fallback, source, found, member, tried)
+
+    def _from(self, candidates: list[Strategy], source: str, found: set[str], member: Version,
+              tried: set[tuple[str, str, str]]):  # -> Iterator[Proposal]
+        from kernelopt.optimize.transforms import get_transform
+        from kernelopt.optimize.transforms.survey import TransformFailed, apply_named, sites_of
+
+        for strategy in candidates:
             spec = strategy.transform
             assert spec is not None
             held, _ = spec.holds(found)
