@@ -304,8 +304,12 @@ class Loop:
         from kernelopt.optimize.knobs.rewrite import structure_hash
 
         if version_id not in self._structures:
-            path = self.state.versions[version_id].path
-            self._structures[version_id] = structure_hash(Path(path).read_text(), path)
+            v = self.state.versions[version_id]
+            try:
+                text = Path(v.path).read_text()
+            except (OSError, UnicodeDecodeError):  # a refused version's file may be gone
+                text = v.proposal.source if v.proposal else ""
+            self._structures[version_id] = structure_hash(text, v.path)
         return self._structures[version_id]
 
     def propose(self, round_: int) -> list[str]:
