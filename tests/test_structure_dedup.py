@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kernelopt.models.harness import Problem
 from kernelopt.models.optimize import Attempt, OptimizeContext, Proposal, Version
-from kernelopt.optimize.knobs import knob_values
+from kernelopt.optimize.knobs import discover_knobs, knob_values
 from kernelopt.optimize.knobs.rewrite import set_knobs, structure_hash
 from kernelopt.optimize.knobs.search import KnobSearchOptimizer
 
@@ -37,8 +37,7 @@ def test_structure_hash_ignores_knob_values_and_sees_rewrites() -> None:
     for path in EXAMPLES:  # every example's own knob moves keep its structure
         text = path.read_text()
         for name, value in knob_values(text).items():
-            site = next(k for k in __import__("kernelopt.optimize.knobs", fromlist=["discover_knobs"])
-                        .discover_knobs(text) if k.name == name)
+            site = next(k for k in discover_knobs(text) if k.name == name)
             other = next((d for d in site.domain if d != value), None)
             if other is not None:
                 assert structure_hash(set_knobs(text, {name: other})) == structure_hash(text), (path, name)
