@@ -101,3 +101,12 @@ def test_declines_a_tile_the_host_reads():
     assert not r.applies and "host code reads BLOCK" in r.reason
     with pytest.raises(TransformError):
         T.apply(source, "gelu_kernel")
+
+
+def test_key_holds_shapes_not_pointers_or_memory_strides():
+    (r,) = T.sites(read(SUITE / "avgpool2d" / "kernel.py"))  # `stride` there is the pooling step: a shape
+    assert r.reason.endswith("keyed on H, W, H_out, W_out, ksize, stride, padding")
+    (r,) = T.sites(read(SUITE / "matmul_fp32" / "kernel.py"))  # stride_am... are memory strides
+    assert r.reason.endswith("keyed on M, N, K")
+    (r,) = T.sites(read(FIX / "bias_relu_2d_grid.py"))  # `width` multiplies the row: a size, not a pointer
+    assert r.reason.endswith("keyed on width")

@@ -41,7 +41,9 @@ from kernelopt.source import JitKernel, apply_edits, bindings, grid_names, inden
 NAME = "autotune_table"
 _POINTER_USES = ("load", "store", "make_block_ptr", "make_tensor_descriptor", "atomic_add", "atomic_max",
                  "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and", "atomic_or", "atomic_xor")
-_STRIDE = re.compile(r"(^|_)(stride|ld[a-z]?)($|_)|^s[a-z]{1,3}$")
+# memory strides: `stride_am`, `x_stride`, `lda`, the short `sam`/`sbk` form (s, operand, axis);
+# a bare `stride` is a convolution's step, a shape argument
+_STRIDE = re.compile(r"stride_|_stride|^ld[a-z]$|^s[a-z][mnkhwcdb0-9]$")
 
 
 class _Tuned:
