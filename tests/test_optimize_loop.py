@@ -75,6 +75,8 @@ def test_optimize_end_to_end_on_the_cpu(tmp_path):
     assert [(c["label"], c["passed"]) for c in verified[0]["checks"]] == [("declared", True), ("ragged", True)]
     assert verified[0]["checks"][1]["overrides"] == {"ROWS": 15, "COLS": 99}
     assert summary["shapes_hold"] is True and "holds at ragged (ROWS=15, COLS=99)" in summary["shapes"]
+    config = json.loads((run / "run.json").read_text())  # provenance: where it ran, with what
+    assert config["device"].startswith("cpu") and config["env"]["python"] and config["env"]["triton"]
 
 
 @pytest.mark.slow

@@ -228,3 +228,19 @@ def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
     atomic_write(target, "old")
     atomic_write(target, b"new")
     assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+def test_run_json_gets_the_device_and_software_once_the_engine_knows_them(tmp_path: Path) -> None:
+    """Provenance: run.json's device and env are filled (were empty in every committed run), once."""
+    from kernelopt.harness.envinfo import software_summary
+
+    run = RunDir.create(tmp_path / "run", config().model_copy(update={"device": None, "env": {}}))
+    assert run.config.device is None and run.config.env == {}
+    env = software_summary()
+    assert env["python"] and "torch" in env and "triton" in env
+    run.record_environment("cuda:0 (NVIDIA H100 80GB HBM3)", env)
+    run.record_environment("cuda:1 (another one)", {"python": "0"})  # a resumed run keeps the first
+    run.close()
+    stored = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert stored["device"] == "cuda:0 (NVIDIA H100 80GB HBM3)" and stored["env"] == env
+    assert RunDir.open(tmp_path / "run", readonly=True).config.device == stored["device"]

@@ -263,6 +263,22 @@ def collect_env(*, tools: bool = True) -> EnvInfo:
     return env
 
 
+def software_summary() -> dict[str, str | None]:
+    """The software a run's figures depend on (RunConfig.env): python, torch, triton (installed
+    versions, read without importing them), the driver and the CUDA version it supports."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {"python": sys.version.split()[0], "torch": installed("torch"), "triton": installed("triton"),
+            "driver": _proc_driver_version(), "cuda_driver": _cuda_driver_version(),
+            "kernelopt": kernelopt_version()}
+
+
 def missing_requirements(env: EnvInfo, required: Sequence[str]) -> list[str]:
     """One line per requirement in `required` that `env` does not meet."""
     missing: list[str] = []

@@ -867,6 +867,10 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
         with Engine(problem, baselines=baselines, trials=trials, timeout_s=timeout_s, seed=config.seed,
                     executor=config.executor, devices=devices, progress=engine_progress,
                     isolate="auto" if config.optimizer == "llm" else "worker") as engine:
+            if engine.ready and engine.ready[0].device and not config.device:
+                from kernelopt.harness.envinfo import software_summary
+
+                config = rundir.record_environment(engine.ready[0].device, software_summary())
             loop = Loop(rundir, problem, config, engine=engine, optimizer=opt, profile=profile, experience=store,
                         progress=progress, status=status, started=started, timeout_s=timeout_s,
                         setup=engine_setup(engine, time.monotonic() - engine_start))

@@ -440,6 +440,20 @@ class RunDir:
     def record_promoted(self, beam: list[str]) -> None:
         self.append("promoted", beam=list(beam))
 
+    def record_environment(self, device: str, env: dict[str, str | None]) -> RunConfig:
+        """Fill run.json's `device` and `env` (provenance) once the engine knows where it runs; a
+        resumed run on another device keeps the first (its `resumed` events say where it went on)."""
+        if self.config.device:
+            return self.config
+        config = self.config.model_copy(update={"device": device, "env": dict(env)})
+        data = config.model_dump(mode="json")
+        leaked = secret_keys(data)
+        if leaked:
+            raise BadInput(f"run configuration: refusing to write credential-like keys to run.json: {', '.join(leaked)}")
+        atomic_write(self.path / CONFIG, json.dumps(data, indent=2) + "\n")
+        self.config = config
+        return config
+
     def record_baselines(self, timings: dict[str, Timing]) -> None:
         self.append("baselines", timings=timings)
 
