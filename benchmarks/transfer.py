@@ -60,7 +60,7 @@ TARGET_SHARE = 0.95
 
 def trajectory(run_dir: Path) -> list[float | None]:
     """Best-so-far speedup over v0 after each evaluation, in the order they finished."""
-    from kernelopt.optimize.rundir import read_events
+    from kernelopt.rundir import read_events
 
     events = read_events(run_dir / "events.jsonl")
     out: list[float | None] = []
@@ -87,7 +87,7 @@ def evals_to(traj: list[float | None], target: float) -> int | None:
 
 
 def retimed_speedup(run_dir: Path) -> float | None:
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     state = RunDir.open(run_dir, readonly=True).replay()
     if state.best and "v0" in state.retimed and state.best in state.retimed:

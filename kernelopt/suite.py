@@ -223,9 +223,9 @@ def roofline_fraction(nbytes: float | None, flops: float | None, precision: str 
     fraction = max(BYTES / peak bandwidth, FLOPS / peak FLOP/s) / best time: the share of
     the roofline's lower bound on the time that the kernel reaches. Peaks are the
     measured ones cached by `kernelopt env --measure` where present, else the datasheet's
-    (`knowledge/devices.yaml`): `kernelopt.profile.devices.dram_peak` / `compute_peak`.
+    (`knowledge/devices.yaml`): `kernelopt.devices.dram_peak` / `compute_peak`.
     None on a device with no known peaks (the CPU interpreter) or without BYTES/FLOPS."""
-    from kernelopt.profile.devices import compute_peak, dram_peak
+    from kernelopt.devices import compute_peak, dram_peak
 
     if not best_ms or best_ms <= 0 or not device or (nbytes is None and flops is None):
         return None, None, None
@@ -266,7 +266,7 @@ def read_results(path: Path) -> list[ProblemResult]:
 
 def append_result(path: Path, result: ProblemResult) -> None:
     """One line, one write, fsynced; a torn tail left by an earlier kill is cut first."""
-    from kernelopt.optimize.rundir import append_line, cut_torn_tail
+    from kernelopt.rundir import append_line, cut_torn_tail
 
     cut_torn_tail(path)
     append_line(path, (result.model_dump_json() + "\n").encode("utf-8"))
@@ -276,7 +276,7 @@ class _SuiteLock:
     """An exclusive flock on OUT: two suite processes on one OUT would run the same problems."""
 
     def __init__(self, out: Path) -> None:
-        from kernelopt.optimize.rundir import take_lock
+        from kernelopt.rundir import take_lock
 
         self.fd = take_lock(out / LOCK, lambda pid: f"{out}: a suite run is already using it (pid {pid})")
 
@@ -292,7 +292,7 @@ _IDENTITY = ("suite_dir", "small", "optimizer")
 
 def _check_config(out: Path, config: dict[str, Any], resume: bool) -> None:
     """A new OUT gets suite_config.json; an existing one must be the same suite, shapes and optimizer."""
-    from kernelopt.optimize.rundir import atomic_write
+    from kernelopt.rundir import atomic_write
 
     path = out / CONFIG
     if path.exists():
@@ -319,7 +319,7 @@ def _result_of(name: str, run_dir: Path, *, family: str | None, figures: tuple[f
                overrides: dict[str, str], wall_s: float, evaluations_before: int, resumed: bool,
                failure: str | None) -> ProblemResult:
     """The problem's row, from its run directory's report summary (the same figures `kernelopt report` shows)."""
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
     from kernelopt.report.run_report import summarize_run
 
     nbytes, flops, precision = figures
@@ -360,7 +360,7 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
     """Optimize one problem in OUT/runs/<name> (or continue its interrupted run) and return its row."""
     from kernelopt.errors import CandidateFailed, KerneloptError
     from kernelopt.optimize import loop
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     folder = suite_dir / name
     overrides = small_shape(folder / "problem.py") if small else {}
@@ -456,7 +456,7 @@ def run_suite(
     `benchmarks/transfer.py` gives each problem its own).
     """
     from kernelopt.harness.envinfo import git_commit, kernelopt_version
-    from kernelopt.optimize.rundir import now_iso
+    from kernelopt.rundir import now_iso
 
     say = progress or (lambda text: None)
     tell = status or (lambda text: None)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernelopt.errors import BadInput
 from kernelopt.files import read_text
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 Loc = tuple[str | int, ...]
 
@@ -138,4 +141,26 @@ def pydantic_errors(doc: YamlDoc, exc: Exception, base: Loc = ()) -> list[str]:
         loc = base + tuple(err["loc"])
         field_name = ".".join(str(p) for p in loc) or "(document)"
         out.append(f"{doc.where(loc)}: {field_name}: {err['msg']}")
+    return out
+
+
+M = TypeVar("M", bound="BaseModel")
+
+
+def load_table(path: Path, key: str, model: type[M]) -> list[M]:
+    """Rows of a YAML table `{key: [row, ...]}` validated as `model`; BadInput names file:line:field."""
+    from pydantic import ValidationError
+
+    doc = load_yaml(path)
+    rows = doc.data.get(key) if isinstance(doc.data, dict) else None
+    if not isinstance(rows, list):
+        raise BadInput(f"{doc.path}: expected a top-level '{key}:' list")
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError as exc:
+            raise BadInput(pydantic_errors(doc, exc, base=(key, i))[0]) from None
+        except ValueError as exc:  # a validator's own error (e.g. a formula that does not parse)
+            raise BadInput(f"{doc.where((key, i))}: {exc}") from None
     return out

@@ -12,7 +12,7 @@ from kernelopt.models.diagnosis import Bottleneck, Diagnosis, Evidence
 from kernelopt.models.harness import Candidate, Evaluation, Failure, Problem, Timing, TimingStats, Verification
 from kernelopt.models.metrics import Metrics, StaticResources
 from kernelopt.models.optimize import Proposal, RunConfig
-from kernelopt.optimize.rundir import RunDir
+from kernelopt.rundir import RunDir
 
 FAKE_METHOD = "synthetic test figure (not measured)"
 PROBLEM = Problem(path="examples/softmax/problem.py", name="softmax", overrides={"ROWS": 16, "COLS": 100})

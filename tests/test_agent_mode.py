@@ -144,7 +144,7 @@ def test_iterate_with_a_wrong_kernel_exits_1_and_is_recorded_as_incorrect(run: P
 
 
 def test_bad_input_exits_2_with_one_line(run: Path, tmp_path: Path) -> None:
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     cases = [
         (tmp_path, ["--kernel", EXP2, "--hypothesis", "x"], "not a run directory"),

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from kernelopt.models.metrics import Metrics
-from kernelopt.profile.devices import (
-    Ceilings, _store, attach_roofline, cache_path, cached_ceilings, compute_peak, dram_peak, known_devices, lookup_device,
-    roofline,
+from kernelopt.devices import (
+    Ceilings, _store, cache_path, cached_ceilings, compute_peak, dram_peak, known_devices, lookup_device,
 )
+from kernelopt.profile.devices import attach_roofline, roofline
 
 FX = Path(__file__).parent / "fixtures" / "profile"
 

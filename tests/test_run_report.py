@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from run_fixtures import SOURCE, build_run, config, evaluation, stats
 
 from kernelopt.cli import main
-from kernelopt.optimize.rundir import RunDir
+from kernelopt.rundir import RunDir
 from kernelopt.report import build_report, render_run, summarize_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -22,7 +22,7 @@ from run_fixtures import build_run, evaluation
 from kernelopt.errors import BadInput
 from kernelopt.models.harness import Candidate, Evaluation, Failure, ShapeCheck, TimingStats, Verification
 from kernelopt.optimize import loop as loop_mod
-from kernelopt.optimize.rundir import RunDir
+from kernelopt.rundir import RunDir
 from kernelopt.report.run_report import build_report
 
 ROOT = Path(__file__).resolve().parent.parent

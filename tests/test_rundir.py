@@ -12,7 +12,7 @@ import pytest
 from run_fixtures import SOURCE, build_run, config, diagnosis, evaluation, metrics, proposal
 
 from kernelopt.errors import BadInput
-from kernelopt.optimize.rundir import RunDir, atomic_write, read_events
+from kernelopt.rundir import RunDir, atomic_write, read_events
 
 
 def test_events_are_numbered_lines_and_run_json_holds_the_config(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_second_writer_is_refused_in_process_and_across_processes(tmp_path: Path
     with pytest.raises(BadInput, match=rf"run directory is in use by pid {os.getpid()}$"):
         RunDir.open(tmp_path / "run")
     code = (
-        "import sys\nfrom kernelopt.errors import BadInput\nfrom kernelopt.optimize.rundir import RunDir\n"
+        "import sys\nfrom kernelopt.errors import BadInput\nfrom kernelopt.rundir import RunDir\n"
         "try:\n    RunDir.open(sys.argv[1])\nexcept BadInput as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,

@@ -134,7 +134,7 @@ def _nbytes(tensors: list[Any]) -> int:
 
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_full_size_is_h100_sized(name: str) -> None:
-    from kernelopt.profile.devices import lookup_device
+    from kernelopt.devices import lookup_device
 
     module, inputs, state, outputs, counted_flops = _meta_run(name)
     # BYTES must be what the shapes say: every input, parameter and output once.

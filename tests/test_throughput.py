@@ -120,7 +120,7 @@ def test_the_suite_table_splits_each_problems_time(tmp_path: Path) -> None:
 
 def test_a_resumed_run_counts_what_the_earlier_process_spent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kernelopt.harness.evaluate as evaluate_mod
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     clock = {"now": 1000.0}
     monkeypatch.setattr(loop_mod.time, "monotonic", lambda: clock["now"])

@@ -72,7 +72,7 @@ def transforms(candidate: str, target: str | None, params: tuple[str, ...], outp
 
     name, site = parse_target(target)
     new, report, used = apply_named(source, name, site, _params(params), candidate)
-    from kernelopt.optimize.rundir import atomic_write
+    from kernelopt.rundir import atomic_write
 
     atomic_write(Path(output), new)
     result: dict[str, Any] = {"transform": name, "site": report.site, "params": used, "output": output,

@@ -139,7 +139,7 @@ class Verifier:
             return None
         import torch
 
-        from kernelopt.profile.devices import dram_peak
+        from kernelopt.devices import dram_peak
 
         peak, _ = dram_peak(torch.cuda.get_device_name(torch.device(self.device)), highest=True)
         return self.ref_bytes / peak * 1000.0 if peak else None

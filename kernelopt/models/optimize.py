@@ -115,7 +115,7 @@ class OptimizeContext(Model):
     options: dict[str, Any] = Field(default_factory=dict, description="optimizer options from the CLI / library call")
 
 
-# --- The run directory (kernelopt.optimize.rundir): its configuration and the state its events rebuild.
+# --- The run directory (kernelopt.rundir): its configuration and the state its events rebuild.
 
 EventType = Literal[
     "run_started",  # the run directory was created (config in run.json)

@@ -135,7 +135,7 @@ def iterate(
 
 def agent_status(run_dir: str | Path, *, experience: bool = True) -> AgentStatus:
     """Where a run stands for an agent: the best version, its diagnosis, what to try next."""
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
     from kernelopt.problem import load_candidate
     from kernelopt.report.run_report import GPU_LABEL, INTERPRETER_LABEL, _best
 
@@ -233,7 +233,7 @@ def finish(
 
 def _open_agent_run(run_dir: str | Path) -> Any:
     """The run directory, locked, when it is an open agent-mode run whose v0 was evaluated."""
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     rundir = RunDir.open(run_dir)
     try:

@@ -4,7 +4,7 @@
        -> dedup -> evaluate the proposals (one engine, every GPU) -> record outcomes
        -> promote the best k correct -> ... -> re-time the best few A-B-B-A -> report
 
-The run directory's `events.jsonl` is the state (`kernelopt.optimize.rundir`): each
+The run directory's `events.jsonl` is the state (`kernelopt.rundir`): each
 evaluation is recorded the moment it finishes, so a kill loses at most the
 evaluations in flight, and `resume` evaluates exactly the versions proposed but not
 evaluated, then goes on. Optimizers are stateless given the context the loop
@@ -21,7 +21,7 @@ from kernelopt.errors import BadInput, CandidateFailed
 from kernelopt.models.harness import Candidate, Evaluation, Problem, ShapeCheck, TimingStats
 from kernelopt.models.optimize import Attempt, OptimizeContext, RunConfig, RunState, Version
 from kernelopt.optimize.base import at_roofline, roofline_share
-from kernelopt.optimize.rundir import changed_message
+from kernelopt.rundir import changed_message
 from kernelopt.problem import normalized_source_hash
 
 # A change counts as faster / slower beyond this relative difference of medians.
@@ -76,7 +76,7 @@ class Loop:
         # What earlier processes of this run spent (a resumed run): the budget is the whole run's.
         self.spent_before = sum(self.state.spent.values())
         self._hashes: dict[str, str] = {}  # version id -> normalised source hash (a version's file never changes)
-        self._advice: dict[str, Any] = {}  # version id -> recommend's Advice for it
+        self._advice: dict[tuple[int, str], Any] = {}  # (round, version id) -> recommend's Advice
         self._structures: dict[str, str] = {}  # version id -> structure hash (source with knob values masked)
 
     # --- helpers ---------------------------------------------------------------------------
@@ -234,7 +234,7 @@ class Loop:
 
     def context(self, round_: int) -> OptimizeContext:
         beam = [self.state.versions[v] for v in self.state.beam]
-        advice = {v.id: self.advice(v) for v in beam}
+        advice = {v.id: self.advice(v, round_) for v in beam}
         recs = {vid: a.recommendations for vid, a in advice.items()}
         seed = next((a.seed for a in advice.values() if a.seed is not None), None)
         tried = sorted(self.known_sources())
@@ -251,19 +251,21 @@ class Loop:
             seed=self.config.seed, options=options,
         )
 
-    def advice(self, version: Version) -> Any:
-        """The recommend stage's answer for one beam member (packs and experience; once per version:
-        this run's own records are left out, so the answer does not move while the run goes on)."""
+    def advice(self, version: Version, round_: int) -> Any:
+        """The recommend stage's answer for one beam member this round (packs and experience; asked
+        again each round, so outcomes other runs record meanwhile count; this run's own records are
+        left out: the optimizer sees its history directly)."""
         from kernelopt.models.recommendation import Advice
         from kernelopt.recommend import recommend
 
-        if version.id not in self._advice:
+        key = (round_, version.id)
+        if key not in self._advice:
             try:
-                self._advice[version.id] = recommend(self.situation(version), self.experience, n=RECOMMENDATIONS)
+                self._advice[key] = recommend(self.situation(version), self.experience, n=RECOMMENDATIONS)
             except Exception as exc:  # noqa: BLE001 - advice is advisory: the search goes on without hints
                 self.say(f"{version.id}: no recommendation ({type(exc).__name__}: {exc})")
-                self._advice[version.id] = Advice()
-        return self._advice[version.id]
+                self._advice[key] = Advice()
+        return self._advice[key]
 
     def situation(self, version: Version) -> Any:
         """What recommend is asked about for `version`: this problem, where it runs, its diagnosis
@@ -796,7 +798,7 @@ def optimize(
     final re-timing."""
     started = time.monotonic()
     from kernelopt.harness.envinfo import git_commit, kernelopt_version
-    from kernelopt.optimize.rundir import RunDir, now_iso
+    from kernelopt.rundir import RunDir, now_iso
     from kernelopt.problem import load_candidate, load_problem
 
     for name, value in (("--rounds", rounds), ("--beam", beam), ("--proposals", proposals_per_member)):
@@ -827,7 +829,7 @@ def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselin
            engine_progress: Callable[[Any], None] | None = None) -> RunState:
     """Continue a run killed at any point: nothing finished is evaluated again. The time budget
     counts what the earlier processes of the run spent."""
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     started = time.monotonic()
     from kernelopt.problem import load_problem

@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Literal, TypeVar, Union
+from typing import Literal, Union
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from kernelopt.errors import BadInput
 from kernelopt.models.common import Model
 from kernelopt.models.metrics import MetricValue
+from kernelopt.yamlio import load_table
 
 Group = Literal[
     "speed-of-light", "DRAM", "L2", "L1/shared", "compute pipes", "occupancy", "launch",
@@ -99,28 +100,6 @@ class Catalog:
     def label(self, key: str) -> str:
         entry = self.by_key.get(key)
         return entry.label if entry else key
-
-
-M = TypeVar("M", bound=Model)
-
-
-def load_table(path: Path, key: str, model: type[M]) -> list[M]:
-    """Rows of a YAML table `{key: [row, ...]}` validated as `model`; BadInput names file:line:field."""
-    from kernelopt.yamlio import load_yaml, pydantic_errors
-
-    doc = load_yaml(path)
-    rows = doc.data.get(key) if isinstance(doc.data, dict) else None
-    if not isinstance(rows, list):
-        raise BadInput(f"{doc.path}: expected a top-level '{key}:' list")
-    out = []
-    for i, row in enumerate(rows):
-        try:
-            out.append(model.model_validate(row))
-        except ValidationError as exc:
-            raise BadInput(pydantic_errors(doc, exc, base=(key, i))[0]) from None
-        except ValueError as exc:  # a validator's own error (e.g. a formula that does not parse)
-            raise BadInput(f"{doc.where((key, i))}: {exc}") from None
-    return out
 
 
 @functools.lru_cache(maxsize=None)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.models.report import RunSummary
-from kernelopt.optimize.rundir import atomic_write
+from kernelopt.rundir import atomic_write
 
 BASELINE_STYLES: dict[str, str] = {"eager": "tab:red", "compile": "tab:green"}
 

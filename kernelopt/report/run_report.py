@@ -15,7 +15,7 @@ from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Timing, TimingStats
 from kernelopt.models.optimize import Proposal, RunState, Version
 from kernelopt.models.report import BottleneckSummary, ConvergencePoint, RunSummary, StrategyStats, VersionRow
-from kernelopt.optimize.rundir import RunDir, atomic_write, iter_versions, verified_bytes
+from kernelopt.rundir import RunDir, atomic_write, iter_versions, verified_bytes
 
 INTERPRETER_LABEL = "interpreter wall time"
 GPU_LABEL = "GPU time"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelopt.models.suite import SuiteResult
-from kernelopt.optimize.rundir import atomic_write
+from kernelopt.rundir import atomic_write
 
 SPEEDUP_PNG = "speedup.png"
 ROOFLINE_PNG = "roofline.png"
