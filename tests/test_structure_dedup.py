@@ -105,7 +105,7 @@ def test_the_loop_keeps_a_rewrite_that_reports_its_parents_knob_values(tmp_path:
     from run_fixtures import PROBLEM, config
 
     from kernelopt.optimize.loop import Loop
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     source = FIXTURE.read_text()
     knobs = knob_values(source)

@@ -9,7 +9,7 @@ from pathlib import Path
 from run_fixtures import SOURCE, config, evaluation
 
 from kernelopt.models.optimize import Proposal
-from kernelopt.optimize.rundir import RunDir
+from kernelopt.rundir import RunDir
 from kernelopt.report.run_report import build_report
 
 TRANSFORMED = SOURCE.format(block=64).replace("    return x\n", "    y = x\n    return y\n")
