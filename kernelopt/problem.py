@@ -327,13 +327,15 @@ def import_problem(problem: Problem) -> types.ModuleType:
     return _import_file(Path(problem.path), f"kernelopt_problem_{digest}", problem.overrides)
 
 
-def import_candidate(candidate: Candidate, module_name: str | None = None) -> types.ModuleType:
+def import_candidate(candidate: Candidate, module_name: str | None = None, *,
+                     source: str | None = None) -> types.ModuleType:
     """Import the candidate file (child processes only), its folder on sys.path for helpers.
 
-    The file is read once: the bytes that are hashed are the bytes that run. They are
-    put in `linecache` under the file's name, so Triton's `inspect.getsource` compiles
-    this very text even if the file changes on disk meanwhile. The module records the
-    hash of what ran as `__kernelopt_sha256__`.
+    `source`: the text to run, as the verifier read it and checked against the hash the
+    engine sent (the file itself may have been rewritten since); without it the file is
+    read once. Either way the text is put in `linecache` under the file's name, so
+    Triton's `inspect.getsource` compiles this very text even if the file changes on disk
+    meanwhile. The module records the hash of what ran as `__kernelopt_sha256__`.
     """
     import linecache
 
@@ -341,7 +343,7 @@ def import_candidate(candidate: Candidate, module_name: str | None = None) -> ty
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    data = path.read_bytes()
+    data = source.encode("utf-8") if source is not None else path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     source = data.decode("utf-8")
     lines = source.splitlines(keepends=True)

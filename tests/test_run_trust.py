@@ -438,8 +438,28 @@ def test_the_record_keeps_the_engines_hash_not_the_candidates_own(tmp_path: Path
     for cand, ev in zip(cands, evs):
         assert ev.candidate.sha256 == cand.sha256
     assert evs[0].failure is not None and evs[0].failure.reason == "tampered"
+    assert "rewrote its hash" in evs[0].failure.message
     assert evs[1].failure is not None and evs[1].failure.reason == "tampered"
+    assert "changed after the engine hashed it" in evs[1].failure.message and "not run" in evs[1].failure.message
     assert evs[2].passed
+
+
+def test_the_runner_runs_the_checked_text_not_the_file_as_it_is_now(tmp_path: Path) -> None:
+    """The verifier reads the file, checks it against the engine's hash and sends the text: a file
+    rewritten after that check (between the verifier's read and the runner's import) does not run."""
+    from kernelopt.harness.worker import checked_source
+    from kernelopt.problem import import_candidate, load_candidate
+
+    path = tmp_path / "k.py"
+    path.write_text("WHO = 'checked'\n\n\ndef kernel_function(x):\n    return x\n")
+    cand = load_candidate(path)
+    text, refused = checked_source(cand)
+    assert refused is None and text is not None
+    path.write_text("WHO = 'swapped in'\n\n\ndef kernel_function(x):\n    return x\n")
+    module = import_candidate(cand, "kernelopt_test_checked_text", source=text)
+    assert module.WHO == "checked" and module.__kernelopt_sha256__ == cand.sha256
+    again, why = checked_source(cand)
+    assert again is None and why is not None and "changed after the engine hashed it" in why
 
 
 # ----------------------------------------------------------------------------- keys off the command line

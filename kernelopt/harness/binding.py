@@ -328,12 +328,13 @@ def prepare(problem: Problem, candidate: Candidate | None, *, device: str, seed:
 
 
 def bind_candidate(prepared: Prepared, candidate: Candidate, *, seed: int = 0, n_inputs: int | None = None,
-                   module_name: str | None = None) -> Prepared:
+                   module_name: str | None = None, source: str | None = None) -> Prepared:
     """Import `candidate` and bind it to `prepared`'s reference (weights, settings).
 
     Failures raise ChildError("compile"|"runtime"). `n_inputs` saves building inputs
     just to count them. A worker binds candidate after candidate to one Prepared,
-    each in its own module (`module_name`).
+    each in its own module (`module_name`). `source`: the text to run (the verifier's
+    checked copy), not the file as it is now.
     """
     prepared.candidate_info = candidate
     prepared.candidate_model = None
@@ -341,7 +342,7 @@ def bind_candidate(prepared: Prepared, candidate: Candidate, *, seed: int = 0, n
     prepared.kernel_kwargs = {}
     prepared.copied_state = []
     try:
-        cand_module = import_candidate(candidate, module_name)
+        cand_module = import_candidate(candidate, module_name, source=source)
     except Exception as exc:  # noqa: BLE001 - untrusted code
         raise ChildError("compile", f"importing {candidate.path} failed: {describe_exception(exc)}") from None
     prepared.candidate_module = cand_module

@@ -158,6 +158,8 @@ class LoadRequest(Model):
     type: Literal["load"] = "load"
     candidate: Candidate
     seed: int
+    source: str | None = Field(None, description="the candidate's text, as the verifier read it and checked against "
+                                                 "candidate.sha256; the runner runs it instead of reading the file")
 
 
 class TrialRequest(Model):

@@ -155,7 +155,7 @@ class Runner:
         self.loaded += 1
         try:
             bind_candidate(self.prepared, req.candidate, seed=req.seed, n_inputs=len(self.init.inputs),
-                           module_name=f"kernelopt_candidate_{self.loaded}")
+                           module_name=f"kernelopt_candidate_{self.loaded}", source=req.source)
         except ChildError as exc:
             return RunnerReply(ok=False, reason=exc.kind if exc.kind in ("compile", "runtime") else "runtime",
                                message=str(exc), traceback=_candidate_traceback(exc))

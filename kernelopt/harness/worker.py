@@ -14,9 +14,11 @@ killed and replaced; the candidate fails and the batch goes on.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from kernelopt.errors import BadInput
@@ -41,7 +43,8 @@ from kernelopt.harness.protocol import (
     parse_engine_request,
     parse_runner_reply,
 )
-from kernelopt.models.harness import Evaluation, Failure, FailureReason, Timing, TimingStats, Trial, Verification
+from kernelopt.models.harness import (Candidate, Evaluation, Failure, FailureReason, Timing, TimingStats, Trial,
+                                      Verification)
 
 RUNNER_START_TIMEOUT_S = 180.0
 # A reported time is not credible below this fraction of the roofline floor (bytes / peak bandwidth).
@@ -55,6 +58,24 @@ class RunnerGone(Exception):
     def __init__(self, reason: FailureReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def checked_source(candidate: Candidate) -> tuple[str | None, str | None]:
+    """(the candidate's text, None), read here (no candidate code runs in this process) and
+    checked against the hash the engine sent; the runner runs this text, never the file as it is
+    by then, so the bytes hashed are the bytes that run. (None, why) when they differ."""
+    try:
+        data = Path(candidate.path).read_bytes()
+    except OSError as exc:
+        return None, f"{candidate.path}: unreadable after the engine hashed it: {exc.strerror or exc}"
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != candidate.sha256:
+        return None, (f"{candidate.path} changed after the engine hashed it (sha256 {candidate.sha256[:12]} sent, "
+                      f"{digest[:12]} now): not run")
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, f"{candidate.path}: not UTF-8 text ({exc})"
 
 
 class Verifier:
@@ -251,6 +272,11 @@ class Verifier:
             ev.failure = self._cuda_without_gpu(req)
             ev.wall_s = time.monotonic() - start
             return ev
+        source, refused = checked_source(req.candidate)
+        if refused is not None:
+            ev.failure = Failure(reason="tampered", stage="load", message=refused)
+            ev.wall_s = time.monotonic() - start
+            return ev
         last: RunnerReply | None = None
         if self.runner is not None and self.runner_hosted and (
             req.candidate.backend == "cuda" or (req.time and self.cuda) or self.cfg.isolate != "worker"
@@ -278,7 +304,7 @@ class Verifier:
                 phase("runner_start")
             deadline = time.monotonic() + self.cfg.timeout_s
             self.runner_hosted = True
-            last = self.ask(LoadRequest(candidate=req.candidate, seed=self.cfg.seed), deadline)
+            last = self.ask(LoadRequest(candidate=req.candidate, seed=self.cfg.seed, source=source), deadline)
             phase("load")
             if last.sha256 and last.sha256 != req.candidate.sha256:
                 # The engine hashed the file it sent; the runner loaded other bytes (the file was
