@@ -84,6 +84,26 @@ def test_a_candidate_that_kills_its_ancestors_leaves_no_daemon(tmp_path):
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
 
 
+def test_a_stopped_engine_is_noticed_by_its_children(tmp_path):
+    """SIGSTOP to the engine: its verifier (and the runner with it) gives up once the owner has been
+    stopped for the grace period, instead of living as long as the engine stays stopped."""
+    pidfile = tmp_path / "pids.txt"
+    env = {**os.environ, "KERNELOPT_TEST_PIDFILE": str(pidfile), "KERNELOPT_OWNER_STOP_GRACE_S": "3"}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(PROBLEM), str(ATT / "hang_report.py")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(pidfile)
+        runner, verifier = (int(p) for p in pidfile.read_text().split())
+        os.kill(proc.pid, signal.SIGSTOP)
+        end = time.monotonic() + 30
+        while (_alive(runner) or _alive(verifier)) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not _alive(verifier) and not _alive(runner)
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
 # --- 7. arenas ----------------------------------------------------------------------------------
 
 
