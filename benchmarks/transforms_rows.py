@@ -32,6 +32,11 @@ CASES: dict[str, tuple[str, dict[str, str], str, str, list[dict[str, Any]], dict
     "softmax": ("softmax", {}, "softmax_kernel", "single_pass_row", [{}], {"num_warps": WARPS}),
     "rmsnorm": ("rmsnorm", {}, "rmsnorm_kernel", "single_pass_row", [{}], {"num_warps": WARPS}),
     "cross_entropy": ("cross_entropy", {}, "row_loss_kernel", "single_pass_row", [{}], {"num_warps": WARPS}),
+    # the online variant (max + exp-sum fused; rows longer than a tile), its BLOCK a knob
+    "softmax_online": ("softmax", {}, "softmax_kernel@online", "single_pass_row", [{}],
+                       {"BLOCK": [1024, 4096], "num_warps": [4, 8, 16]}),
+    "cross_entropy_online": ("cross_entropy", {}, "row_loss_kernel@online", "single_pass_row", [{}],
+                             {"BLOCK": [1024, 4096], "num_warps": [4, 8, 16]}),
     "log_softmax_short_rows": ("log_softmax", {"ROWS": "1048576", "COLS": "128"}, "log_softmax_kernel",
                                "rows_per_program", [{"ROWS_PER_PROGRAM": r} for r in (2, 4, 8, 16)],
                                {"num_warps": [1, 2, 4]}),
@@ -54,7 +59,8 @@ def variants(name: str) -> list[tuple[str, str]]:
     t = get_transform(transform)
     # the draft with the same launch knobs too: a rewrite pays only beyond what knobs reach
     rewrites = [("draft", draft)] + [
-        (f"{transform}" + "".join(f" {k}={v}" for k, v in params.items()), t.apply(draft, site, **params))
+        (f"{transform}{site[site.index('@'):] if '@' in site else ''}" + "".join(f" {k}={v}" for k, v in params.items()),
+         t.apply(draft, site, **params))
         for params in params_list]
     out = []
     for label, source in rewrites:
@@ -62,7 +68,7 @@ def variants(name: str) -> list[tuple[str, str]]:
         for knob, values in knobs.items():
             for v in values:
                 try:
-                    out.append((f"{label} {knob}={v}", set_knobs(source, {f"{site}.{knob}": v})))
+                    out.append((f"{label} {knob}={v}", set_knobs(source, {f"{site.split('@')[0]}.{knob}": v})))
                 except Exception:  # noqa: BLE001 - the plain name when only one kernel has the knob
                     out.append((f"{label} {knob}={v}", set_knobs(source, {knob: v})))
     return out

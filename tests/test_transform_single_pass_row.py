@@ -22,9 +22,14 @@ T = get_transform("single_pass_row")
 def rewrite(path, site=None) -> str:
     """The transform applied at `site` (or its only applying site) of the file at `path`."""
     source = path.read_text()
-    ok = [r.site for r in T.sites(source) if r.applies]
+    ok = [r.site for r in T.sites(source) if r.applies and "@" not in r.site]
     assert (site in ok) if site else len(ok) == 1, ok
     return T.apply(source, site or ok[0])
+
+
+def one_tile(source: str):
+    """The reports of the one-tile form (one per kernel; the @online variant left out)."""
+    return [r for r in T.sites(source) if not (r.site or "").endswith("@online")]
 
 
 def feats(source: str, kernel: str) -> set[str]:
@@ -65,7 +70,7 @@ def test_rewrites_to_one_pass_and_verifies(path, kernel, problem, shapes, tmp_pa
     assert loads(out, kernel) < loads(before, kernel)
     assert "next_power_of_2(" in out
     # the new kernel's own survey: nothing left to do, said so
-    (again,) = [r for r in T.sites(out) if r.kernel == kernel]
+    (again,) = [r for r in one_tile(out) if r.kernel == kernel]
     assert not again.applies and "already reads" in again.reason
     verify_all(tmp_path, problem, shapes, [out])
 
@@ -83,7 +88,7 @@ def test_other_differs_becomes_a_where_on_the_loaded_row():
 
 
 def test_declines_passes_over_different_tensors():
-    (r,) = T.sites((FIX / "two_inputs_two_passes.py").read_text())
+    (r,) = one_tile((FIX / "two_inputs_two_passes.py").read_text())
     assert not r.applies and "different addresses" in r.reason
 
 
@@ -101,11 +106,11 @@ def test_declines_each_unprovable_shape_with_its_reason():
     }
     for why, text in cases.items():
         assert text != base, why
-        (r,) = T.sites(text)
+        (r,) = one_tile(text)
         assert not r.applies and why in r.reason, (why, r.reason)
-    (r,) = T.sites((SUITE / "log_softmax" / "kernel.py").read_text())
+    (r,) = one_tile((SUITE / "log_softmax" / "kernel.py").read_text())
     assert not r.applies and "already reads" in r.reason
-    reports = {r.kernel: r for r in T.sites((SUITE / "cross_entropy" / "kernel.py").read_text())}
+    reports = {r.kernel: r for r in one_tile((SUITE / "cross_entropy" / "kernel.py").read_text())}
     assert reports["row_loss_kernel"].applies and not reports["mean_kernel"].applies
 
 
@@ -138,7 +143,7 @@ def kernel_function(x):
     inplace[(x.shape[0],)](x, x.shape[1], BLOCK=128)
     return x
 '''
-    (r,) = T.sites(text)
+    (r,) = one_tile(text)
     assert r.applies and "1 repeated load" in r.reason
     out = T.apply(text, "inplace")
     assert loads(out, "inplace") == 2  # pass 1's load (pass 2 reuses it) and pass 3's own
@@ -152,3 +157,62 @@ def test_apply_refuses_a_declined_site_and_unknown_parameters():
         T.apply(text, "mean_kernel")
     with pytest.raises(TransformError, match="no parameters"):
         T.apply(text, "row_loss_kernel", BLOCK=4)
+
+
+# --- the online variant (KERNEL@online): max pass + exp-sum pass fused, rows longer than a tile ----
+
+ONLINE_CASES = [
+    # vector running max/sum (per lane), the suite drafts; BLOCK=1024 so 1100 columns is two chunks
+    (SUITE / "softmax" / "kernel.py", "softmax_kernel", SUITE / "softmax" / "problem.py",
+     [{"ROWS": "1", "COLS": "5"}, {"ROWS": "3", "COLS": "2100"}]),
+    (SUITE / "cross_entropy" / "kernel.py", "row_loss_kernel", SUITE / "cross_entropy" / "problem.py",
+     [{"BATCH": "4", "CLASSES": "1100"}]),
+    # scalar running max/sum (tl.max / tl.sum per chunk), independently written
+    (FIX / "logsoftmax_rowptr.py", "_lsm_fwd", SUITE / "log_softmax" / "problem.py",
+     [{"ROWS": "1", "COLS": "5"}, {"ROWS": "3", "COLS": "37"}]),
+    (FIX / "softmax_block_count.py", "softmax_fwd_blocks", SUITE / "softmax" / "problem.py",
+     [{"ROWS": "2", "COLS": "130"}]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path,kernel,problem,shapes", ONLINE_CASES,
+                         ids=lambda c: getattr(c, "stem", None) and c.parent.name)
+def test_online_variant_fuses_max_and_sum_and_verifies(path, kernel, problem, shapes, tmp_path):
+    before = path.read_text()
+    sites = {r.site: r for r in T.sites(before)}
+    assert sites[f"{kernel}@online"].applies
+    out = T.apply(before, f"{kernel}@online")
+    # one loop fewer, one load of the row fewer; the block size is still the kernel's own knob
+    assert len(feats(out, kernel) & {"multi_pass"}) <= 1
+    assert loads(out, kernel) == loads(before, kernel) - 1
+    assert "m_new" in out or "_new = " in out
+    verify_all(tmp_path, problem, shapes, [out])
+
+
+def test_online_keeps_the_block_a_knob():
+    from kernelopt.optimize.knobs.discover import discover_knobs
+
+    out = T.apply((SUITE / "cross_entropy" / "kernel.py").read_text(), "row_loss_kernel@online")
+    assert "row_loss_kernel.BLOCK" in {k.name for k in discover_knobs(out)} or "BLOCK" in {
+        k.name for k in discover_knobs(out)}
+
+
+def test_online_declines_what_is_not_max_then_exp_sum():
+    from kernelopt.optimize.transforms import TransformError
+
+    for path, kernel, why in ((SUITE / "rmsnorm" / "kernel.py", "rmsnorm_kernel", "stores"),
+                              (FIX / "layernorm_three_pass.py", "ln_three_pass", "not a running max")):
+        assert f"{kernel}@online" not in {r.site for r in T.sites(path.read_text())}
+        with pytest.raises(TransformError, match=f"online form: .*{why}"):
+            T.apply(path.read_text(), f"{kernel}@online")
+    base = (SUITE / "softmax" / "kernel.py").read_text()
+    other = base.replace("        s += tl.exp(x - row_max)", "        s += tl.exp(2.0 * x - row_max)")
+    with pytest.raises(TransformError, match="exponentiates another value"):
+        T.apply(other, "softmax_kernel@online")
+    shifted = base.replace("        s += tl.exp(x - row_max)", "        s += tl.exp(x - row_max)\n        s += 1.0")
+    with pytest.raises(TransformError, match="not one running sum"):
+        T.apply(shifted, "softmax_kernel@online")
+    not_inf = base.replace('m = tl.full((BLOCK,), -float("inf")', "m = tl.full((BLOCK,), 0.0")
+    with pytest.raises(TransformError, match="does not start at -inf"):
+        T.apply(not_inf, "softmax_kernel@online")

@@ -30,6 +30,11 @@ CASES = [
     ("single_pass_row", {}, FIX / "logsoftmax_rowptr.py", "_lsm_fwd", "log_softmax", {"ROWS": "64", "COLS": "999"}),
     ("single_pass_row", {}, FIX / "softmax_block_count.py", "softmax_fwd_blocks", "softmax", {"ROWS": "64", "COLS": "999"}),
     ("single_pass_row", {}, FIX / "layernorm_three_pass.py", "ln_three_pass", "layernorm", {"ROWS": "64", "DIM": "999"}),
+    ("single_pass_row", {}, SUITE / "softmax" / "kernel.py", "softmax_kernel@online", "softmax",
+     {"ROWS": "64", "COLS": "5000"}),
+    ("single_pass_row", {}, SUITE / "cross_entropy" / "kernel.py", "row_loss_kernel@online", "cross_entropy",
+     {"BATCH": "64", "CLASSES": "7000"}),
+    ("single_pass_row", {}, FIX / "logsoftmax_rowptr.py", "_lsm_fwd@online", "log_softmax", {"ROWS": "64", "COLS": "999"}),
     ("rows_per_program", {"ROWS_PER_PROGRAM": 8}, SUITE / "softmax" / "kernel.py", "softmax_kernel", "softmax",
      {"ROWS": "1001", "COLS": "300"}),
     ("rows_per_program", {"ROWS_PER_PROGRAM": 4}, SUITE / "layernorm" / "kernel.py", "layernorm_kernel", "layernorm",
@@ -56,7 +61,7 @@ def test_rewrite_is_correct_on_gpu(transform, params, path, site, problem, shape
     from kernelopt.problem import load_candidate, load_problem
 
     out = get_transform(transform).apply(path.read_text(), site, **params)
-    cand = tmp_path / f"{path.stem}_{transform}.py"
+    cand = tmp_path / f"{path.stem}_{transform}{site.replace('@', '_')}.py"
     cand.write_text(out)
     v = verify(load_problem(SUITE / problem / "problem.py", shape), load_candidate(cand))
     assert v.passed, f"{v.reason}: {v.message}"

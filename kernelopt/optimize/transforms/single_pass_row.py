@@ -16,6 +16,14 @@ instead of reading memory again (`tl.where(mask, row, other)` when only `other` 
 Every launch sets BLOCK = triton.next_power_of_2(n) from the runtime row length, so the
 row always fits its tile: the rewrite is exact for every n >= 1.
 
+A second site variant, `KERNEL@online`, is for rows longer than a tile: when the first pass is
+a running max (`m = tl.maximum(m, x)`, per lane or `tl.max` per chunk, starting at -inf) and
+the next pass is a running sum of `tl.exp(x' - M)` over the same values (x' proved equal to x
+by the same value numbering; M = `tl.max(m, axis=0)` or m itself), the two sweeps fuse into
+one with a rescaled sum (`s = s * exp(m - m_new) + exp(x - m_new)`, guarded where m_new is
+-inf; per-lane sums rescaled to the row max after the loop) - the online normaliser of
+softmax, log-softmax and cross-entropy. One read of the row fewer; BLOCK stays a knob.
+
 It declines, with the reason, where that proof does not hold: loops over different extents
 or steps, a start other than 0, break/continue/return in a pass, a loop variable assigned
 in its body, block loops nested in other control flow, a row length that is not a kernel
@@ -56,6 +64,7 @@ from kernelopt.source import (
 )
 
 NAME = "single_pass_row"
+ONLINE = "@online"  # the site variant that fuses a max pass and an exp-sum pass (rows longer than a tile)
 _BARRIERS = {"store", "debug_barrier"}  # and every atomic_*: memory may change after them
 _UNSAFE_LOAD_KW = {"volatile", "boundary_check", "padding_option"}
 _PURE_BUILTINS = {"float", "int", "min", "max", "abs", "bool"}
@@ -69,6 +78,7 @@ class _Plan:
     extent: str  # the kernel parameter the loops run to (the row length)
     reuse: dict[int, tuple[ast.Call, ast.Call]] = field(default_factory=dict)  # id(later load) -> (later, provider)
     launches: list[tuple[ast.Call, ast.AST, ast.AST]] = field(default_factory=list)  # (launch, BLOCK, n)
+    numbering: "_Numbering | None" = None
 
 
 def _load_parts(call: ast.Call) -> tuple[ast.AST | None, ast.AST | None, ast.AST | None]:
@@ -94,12 +104,19 @@ class _Numbering:
         self.available: dict[tuple[str, str], ast.Call] = {}
         self.provider_key: dict[int, str] = {}
         self.reuse: dict[int, tuple[ast.Call, ast.Call]] = {}
+        self.keys: dict[int, str] = {}  # id(expression) -> its key, as numbered where it stands
 
     def new(self) -> str:
         self.fresh += 1
         return f"v{self.fresh}"
 
     def key(self, node: ast.AST | None, eligible: bool) -> str:
+        out = self._key(node, eligible)
+        if node is not None:
+            self.keys[id(node)] = out
+        return out
+
+    def _key(self, node: ast.AST | None, eligible: bool) -> str:
         if node is None:
             return "none"
         if isinstance(node, ast.Name):
@@ -191,7 +208,8 @@ class SinglePassRow:
 
     # --- analysis ---------------------------------------------------------------------------
 
-    def _plan(self, p: Parsed, k: JitKernel) -> _Plan | str:
+    def _analyse(self, p: Parsed, k: JitKernel) -> _Plan | str:
+        """The passes and the loads they share, or why the kernel is not rewritten."""
         src, al, fn = p.src, p.al, k.fn
         every = [n for n in ast.walk(fn) if block_loop(n, al, k) is not None]
         top = [s for s in fn.body if block_loop(s, al, k) is not None]
@@ -232,16 +250,24 @@ class SinglePassRow:
             return f"the kernel reassigns {stop.id!r} or {step!r}"
         if "make_block_ptr" in {al.tl_attr(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}:
             return "block pointers (tl.make_block_ptr): their loads are not compared"
-        if k.autotune is not None:
-            return f"{step} is chosen by @triton.autotune; the transform sets it from the row length"
         plan = _Plan(kernel=fn.name, loops=top, step=step, extent=stop.id)
-        num = _Numbering(al, k, top)
+        num = plan.numbering = _Numbering(al, k, top)
         for stmt in fn.body:
             num.statement(stmt, True)
         loop_ids = {id(n) for lp in top for n in ast.walk(lp)}
         plan.reuse = {i: pair for i, pair in num.reuse.items() if i in loop_ids}
         if not plan.reuse:
             return "the passes load different addresses (or a store lies between them): nothing to read once"
+        return plan
+
+    def _launch_plan(self, p: Parsed, k: JitKernel) -> _Plan | str:
+        """`_analyse` plus what the one-tile form needs at the launches."""
+        plan = self._analyse(p, k)
+        if isinstance(plan, str):
+            return plan
+        fn, step, stop = k.fn, plan.step, ast.Name(plan.extent)
+        if k.autotune is not None:
+            return f"{step} is chosen by @triton.autotune; the transform sets it from the row length"
         launches = p.launches.get(fn.name, [])
         if not launches:
             return f"no launch of {fn.name} in this file to set {step} from the row length"
@@ -266,13 +292,21 @@ class SinglePassRow:
             return p
         out = []
         for name, k in p.kernels.items():
-            plan = self._plan(p, k)
+            plan = self._launch_plan(p, k)
             if isinstance(plan, str):
                 out.append(decline(NAME, name, plan, k.fn.lineno))
                 continue
             out.append(applies(NAME, k, f"{len(plan.loops)} passes over the row become one tile of {plan.step} = "
                                         f"next_power_of_2({plan.extent}); {len(plan.reuse)} repeated load(s) read "
                                         f"from registers", {}))
+        for name, k in p.kernels.items():  # the online variant, for rows that do not fit one tile
+            plan = self._analyse(p, k)
+            on = _online(p, k, plan) if isinstance(plan, _Plan) else None
+            if isinstance(on, _Online):
+                out.append(SiteReport(
+                    transform=NAME, site=f"{name}{ONLINE}", applies=True, kernel=name, line=on.a.lineno,
+                    reason=f"online: the max pass (line {on.a.lineno}) and the exp-sum pass (line {on.b.lineno}) "
+                           f"fuse into one sweep with a rescaled running sum; {plan.step} stays a knob"))
         return out
 
     # --- rewrite ----------------------------------------------------------------------------
@@ -281,7 +315,20 @@ class SinglePassRow:
         if params:
             raise TransformError(f"{NAME} takes no parameters (got {', '.join(sorted(params))})")
         p, k = parse_for_apply(source, site)
-        plan = self._plan(p, k)
+        if site.endswith(ONLINE):
+            plan_o = self._analyse(p, k)
+            if isinstance(plan_o, str):
+                raise TransformError(plan_o)
+            on = _online(p, k, plan_o)
+            if isinstance(on, str):
+                raise TransformError(f"online form: {on}")
+            try:
+                return apply_edits(source, _apply_online(p, on, p.al.tl_prefix()), what=f"{NAME} on {site}")
+            except BadInput as exc:
+                raise TransformError(str(exc)) from None
+        if "@" in site:
+            raise TransformError(f"{NAME}: unknown site variant {site!r} (KERNEL or KERNEL{ONLINE})")
+        plan = self._launch_plan(p, k)
         if isinstance(plan, str):
             raise TransformError(plan)
         src = p.src
@@ -336,3 +383,213 @@ class SinglePassRow:
             return apply_edits(source, header + edits, what=f"{NAME} on {site}")
         except BadInput as exc:  # overlapping rewrites (a load inside a load): not this site
             raise TransformError(str(exc)) from None
+
+
+# --- the online form: a max pass and an exp-sum pass fused into one sweep -------------------------
+
+
+@dataclass
+class _Online:
+    a: ast.For  # the max pass
+    b: ast.For  # the exp-sum pass, folded into `a`
+    update: ast.Assign  # m = tl.maximum(m, E) in `a`
+    m: str
+    x: ast.AST  # the value maxed over (E, or the argument of tl.max(E, axis=0))
+    scalar: bool  # running scalars (tl.max / tl.sum per chunk) rather than per-lane vectors
+    s: str
+    big_m: str | None  # vector form: `M = tl.max(m, axis=0)` between the passes (the rescale goes after it)
+    big_m_stmt: ast.stmt | None
+    s_init: ast.Assign
+    move_init: bool  # the sum's init sits between the passes: it moves before the fused sweep
+
+
+def _neg_inf(node: ast.AST | None, al: TritonAliases) -> bool:
+    """-inf written as -float('inf'), float('-inf'), -math.inf, or tl.full(shape, <that>, ...)."""
+    if isinstance(node, ast.Call) and al.tl_attr(node.func) == "full":
+        value = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "value"), None)
+        return _neg_inf(value, al)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = node.operand
+        return (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "float"
+                and len(v.args) == 1 and isinstance(v.args[0], ast.Constant) and str(v.args[0].value).lower() == "inf"
+                ) or (isinstance(v, ast.Attribute) and v.attr == "inf")
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float"
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).lower() == "-inf")
+
+
+def _zero(node: ast.AST | None, al: TritonAliases) -> bool:
+    if isinstance(node, ast.Constant) and node.value == 0 and not isinstance(node.value, bool):
+        return True
+    return isinstance(node, ast.Call) and al.tl_attr(node.func) == "zeros"
+
+
+def _axis0(call: ast.Call) -> bool:
+    """tl.max/tl.sum(x, axis=0) or (x, 0)."""
+    axis = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "axis"), None)
+    return isinstance(axis, ast.Constant) and axis.value == 0 and len(call.args) >= 1
+
+
+def _reads_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _stores_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _live_in(stmts: list[ast.stmt]) -> set[str]:
+    """Names the statements read before they assign them (straight line; loop bodies once)."""
+    live: set[str] = set()
+    killed: set[str] = set()
+    for st in stmts:
+        if isinstance(st, ast.For):
+            live |= (_reads_names(st.iter) - killed)
+            live |= (_live_in(st.body) - killed - {st.target.id if isinstance(st.target, ast.Name) else ""})
+            continue
+        if isinstance(st, ast.AugAssign):
+            live |= ({st.target.id} - killed) if isinstance(st.target, ast.Name) else set()
+        live |= (_reads_names(st) - killed)
+        if isinstance(st, ast.Assign):
+            killed |= _stores_names(st)
+    return live
+
+
+def _online(p: Parsed, k: JitKernel, plan: _Plan) -> _Online | str:
+    """The first max pass followed by an exp-sum pass over the same values, or why not."""
+    al, fn = p.al, k.fn
+    num = plan.numbering
+    assert num is not None
+    a, b = plan.loops[0], plan.loops[1]
+    ia, ib = fn.body.index(a), fn.body.index(b)
+    between = fn.body[ia + 1:ib]
+    if any(isinstance(s, (ast.For, ast.While, ast.If)) for s in between):
+        return "control flow between the first two passes"
+    for lp in (a, b):
+        if any(isinstance(n, ast.Call) and ((al.tl_attr(n.func) or "") == "store"
+                                            or (al.tl_attr(n.func) or "").startswith("atomic_"))
+               for n in ast.walk(lp)):
+            return f"the pass at line {lp.lineno} stores: only a max pass and a sum pass are fused"
+    updates = [s for s in a.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+               and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)
+               and al.tl_attr(s.value.func) == "maximum" and len(s.value.args) == 2]
+    upd = None
+    for s in updates:
+        m = s.targets[0].id  # type: ignore[attr-defined]
+        args = s.value.args  # type: ignore[attr-defined]
+        others = [x for x in args if not (isinstance(x, ast.Name) and x.id == m)]
+        if len(others) == 1:
+            upd, e = s, others[0]
+            break
+    if upd is None:
+        return "the first pass is not a running max (m = tl.maximum(m, x))"
+    m = upd.targets[0].id  # type: ignore[attr-defined]
+    scalar = isinstance(e, ast.Call) and al.tl_attr(e.func) == "max" and _axis0(e)
+    x = e.args[0] if scalar else e  # type: ignore[attr-defined]
+    if _reads_names(x) & {m}:
+        return "the running max feeds the value it maxes over"
+    inits = [s for s in fn.body[:ia] if m in _stores_names(s)]
+    if len(inits) != 1 or not isinstance(inits[0], ast.Assign) or not _neg_inf(inits[0].value, al):
+        return f"the running max {m!r} does not start at -inf"
+    if sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == m) != 2:
+        return f"{m!r} is assigned outside its init and its update"
+    # the sum pass: s += exp(y - M) (vector) or s += tl.sum(exp(y - M), axis=0) (scalar)
+    sums = [s for s in b.body if (isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add))
+            or (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, ast.Add)
+                and any(isinstance(o, ast.Name) and o.id == s.targets[0].id for o in (s.value.left, s.value.right)))]
+    if len(sums) != 1:
+        return "the second pass is not one running sum"
+    su = sums[0]
+    if isinstance(su, ast.AugAssign):
+        if not isinstance(su.target, ast.Name):
+            return "the second pass's sum is not a name"
+        s_name, term = su.target.id, su.value
+    else:
+        s_name = su.targets[0].id if isinstance(su.targets[0], ast.Name) else ""  # type: ignore[union-attr]
+        v = su.value
+        if isinstance(v.left, ast.Name) and v.left.id == s_name:  # type: ignore[union-attr]
+            term = v.right  # type: ignore[union-attr]
+        elif isinstance(v.right, ast.Name) and v.right.id == s_name:  # type: ignore[union-attr]
+            term = v.left  # type: ignore[union-attr]
+        else:
+            return "the second pass's sum is not s = s + e"
+    if scalar:
+        if not (isinstance(term, ast.Call) and al.tl_attr(term.func) == "sum" and _axis0(term)):
+            return "running scalar max but the second pass does not sum its chunk (tl.sum(..., axis=0))"
+        term = term.args[0]
+    if not (isinstance(term, ast.Call) and al.tl_attr(term.func) == "exp" and len(term.args) == 1
+            and isinstance(term.args[0], ast.BinOp) and isinstance(term.args[0].op, ast.Sub)
+            and isinstance(term.args[0].right, ast.Name)):
+        return "the second pass does not sum tl.exp(x - max)"
+    y, big = term.args[0].left, term.args[0].right.id
+    big_m, big_stmt = None, None
+    if scalar:
+        if big != m:
+            return f"the second pass subtracts {big!r}, not the running max {m!r}"
+    else:
+        defs = [s for s in between if big in _stores_names(s)]
+        if not (len(defs) == 1 and isinstance(defs[0], ast.Assign) and isinstance(defs[0].value, ast.Call)
+                and al.tl_attr(defs[0].value.func) == "max" and _axis0(defs[0].value)
+                and isinstance(defs[0].value.args[0], ast.Name) and defs[0].value.args[0].id == m):
+            return f"the second pass subtracts {big!r}, which is not tl.max({m}, axis=0) of the first pass"
+        big_m, big_stmt = big, defs[0]
+    if num.keys.get(id(x)) is None or num.keys.get(id(x)) != num.keys.get(id(y)):
+        return "the second pass exponentiates another value than the first pass maxes"
+    # the sum pass must not depend on anything computed between the passes but M, nor leave values behind
+    if sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == s_name) != 2:
+        return f"{s_name!r} is assigned outside its init and its update"
+    s_inits = [s for s in fn.body[:ib] if s_name in _stores_names(s)]
+    if len(s_inits) != 1 or not isinstance(s_inits[0], ast.Assign) or not _zero(s_inits[0].value, al):
+        return f"the running sum {s_name!r} does not start at zero"
+    between_defs = set().union(*(_stores_names(s) for s in between)) if between else set()
+    b_live = _live_in(b.body) - {s_name, big, b.target.id}  # type: ignore[union-attr]
+    if b_live & (between_defs | set().union(*(_stores_names(s) for s in a.body))):
+        return "the second pass reads values the first pass or the code between them computes"
+    b_local = set().union(*(_stores_names(s) for s in b.body)) - {s_name}
+    if _live_in(fn.body[ib + 1:]) & b_local:
+        return "values of the second pass's last iteration are used after it"
+    if _reads_names(s_inits[0].value) & (between_defs | {m, big}):
+        return "the sum's initial value depends on the first pass"
+    return _Online(a=a, b=b, update=upd, m=m, x=x, scalar=scalar, s=s_name, big_m=big_m, big_m_stmt=big_stmt,
+                   s_init=s_inits[0], move_init=s_inits[0] in between)
+
+
+def _apply_online(p: Parsed, on: _Online, tl: str) -> list[Edit]:
+    from kernelopt.optimize.transforms.triton_edit import line_span
+
+    src = p.src
+    taken = used_names(src.tree)
+    mn = fresh(taken, f"{on.m}_new")
+    ind = indent_of(src, on.update)
+    x = segment(src, on.x)
+    update = segment(src, on.update.value)
+    hoist = ""
+    if not isinstance(on.x, ast.Name):  # name the value once: the max and the sum both read it
+        xv = fresh(taken, "chunk")
+        hoist = f"{xv} = {x}\n{ind}"
+        data = src.data
+        update = (data[src.start(on.update.value):src.start(on.x)] + xv.encode()
+                  + data[src.end(on.x):src.end(on.update.value)]).decode("utf-8")
+        x = xv
+    inf = 'float("inf")'
+    if on.scalar:
+        add = f"{tl}.sum({tl}.exp({x} - {mn}), axis=0)"
+    else:
+        add = f"{tl}.where({mn} == -{inf}, 0.0, {tl}.exp({x} - {mn}))"
+    rescale = f"{tl}.where({mn} == -{inf}, 1.0, {tl}.exp({on.m} - {mn}))"
+    lines = (f"{hoist}{mn} = {update}  # online: max and rescaled sum in one sweep\n"
+             f"{ind}{on.s} = {on.s} * {rescale} + {add}\n"
+             f"{ind}{on.m} = {mn}")
+    edits: list[Edit] = [(src.start(on.update), src.end(on.update), lines)]
+    start, end = line_span(src, on.b)
+    edits.append((start, end, ""))  # the sum pass is folded into the max pass
+    if on.move_init:
+        s0, e0 = line_span(src, on.s_init)
+        edits.append((s0, e0, ""))
+        at = src.line_starts[on.a.lineno - 1]
+        edits.append((at, at, f"{indent_of(src, on.a)}{segment(src, on.s_init)}\n"))
+    if on.big_m_stmt is not None:  # per-lane sums are relative to per-lane maxima: bring them to M
+        end_m = line_span(src, on.big_m_stmt)[1]
+        edits.append((end_m, end_m, f"{indent_of(src, on.big_m_stmt)}{on.s} = {on.s} * {tl}.exp({on.m} - {on.big_m})\n"))
+    return edits
