@@ -606,3 +606,15 @@ def test_profiling_gives_up_on_a_gpu_lock_held_by_another_process(tmp_path: Path
         assert out == (None, None, None)
     finally:
         os.close(fd)
+
+
+def test_report_of_an_edited_log_is_one_line_exit_2(tmp_path: Path) -> None:
+    build_run(tmp_path / "run").close()
+    lines = _lines(tmp_path / "run")
+    i = _line_of(lines, "evaluated", "v3")
+    _write(tmp_path / "run", lines[: i + 1] + [lines[i]] + lines[i + 1:])
+    cli = subprocess.run([sys.executable, "-m", "kernelopt", "report", str(tmp_path / "run")], capture_output=True,
+                         text=True, timeout=120, cwd=str(ROOT))
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert re.search(rf"events.jsonl:{i + 2}: seq \d+ after \d+ \(repeats a number", cli.stderr)
+    assert len(cli.stderr.strip().splitlines()) == 1
