@@ -72,13 +72,17 @@ def check_shapes(
     from kernelopt.harness.verify import as_verification
     from kernelopt.problem import load_problem
 
+    from kernelopt.harness.evaluate import visible_devices
+
     checks: list[ShapeCheck] = []
+    # One candidate, one device: an engine over every GPU would start a verifier on each for nothing.
+    one_device = list(devices or visible_devices())[:1]
     for label, constants in other_shapes(problem):
         overrides = {**{k: str(v) for k, v in problem.overrides.items()}, **{k: str(v) for k, v in constants.items()}}
         try:
             at = load_problem(problem.path, overrides, problem.dtype)
             (ev,) = evaluate(at, [candidate], time=False, trials=trials, timeout_s=timeout_s, seed=seed,
-                             devices=list(devices) if devices else None, progress=progress)
+                             devices=one_device, progress=progress)
         except BadInput as exc:  # the problem itself does not build at this shape: no verdict on the kernel
             checks.append(ShapeCheck(label=label, overrides=constants, passed=True, checked=False,
                                      message=f"the problem does not build at this shape ({exc})"))
