@@ -1,7 +1,8 @@
 """rows_per_program: a one-program-per-row kernel runs ROWS_PER_PROGRAM rows per program.
 
 Applied to suite drafts of several shapes (a three-pass softmax, a whole-row log-softmax
-with kernel_function, a 2-D-grid max over dim 1, a row scan) and to independently written
+with kernel_function, a 2-D-grid max over dim 1, a row scan, a pooling kernel whose axis 0 is
+an output row of a plane, a 2-D-grid elementwise epilogue) and to independently written
 kernels (a kernel_function row sum with a lambda grid and an inline int64 program id; a
 kernel_function log-softmax with `program_id(axis=0)` and `from triton import language as tl`;
 a ModelNew layer norm launched through a grid variable), each verified on the interpreter with
@@ -28,6 +29,10 @@ CASES = [
     (SUITE / "log_softmax" / "kernel.py", SUITE / "log_softmax" / "problem.py", [{"ROWS": "3", "COLS": "33"}]),
     (SUITE / "max_dim1" / "kernel.py", SUITE / "max_dim1" / "problem.py", [{"BATCH": "3", "DIM1": "4", "DIM2": "40"}]),
     (SUITE / "cumsum" / "kernel.py", SUITE / "cumsum" / "problem.py", [{"ROWS": "5", "COLS": "300"}]),
+    (SUITE / "avgpool2d" / "kernel.py", SUITE / "avgpool2d" / "problem.py",
+     [{"BATCH": "2", "CHANNELS": "3", "HEIGHT": "7", "WIDTH": "10"}]),
+    (SUITE / "bias_silu_residual" / "kernel.py", SUITE / "bias_silu_residual" / "problem.py",
+     [{"ROWS": "3", "COLS": "200"}]),
     (FIX / "rowsum_lambda_grid.py", SUITE / "row_sum" / "problem.py", [{"ROWS": "1", "COLS": "7"}, {"ROWS": "5", "COLS": "70"}]),
     (FIX / "logsoftmax_rowptr.py", SUITE / "log_softmax" / "problem.py", [{"ROWS": "3", "COLS": "37"}]),
     (FIX / "layernorm_three_pass.py", SUITE / "layernorm" / "problem.py", [{"ROWS": "5", "DIM": "45"}]),

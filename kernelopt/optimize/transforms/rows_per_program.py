@@ -162,8 +162,9 @@ class RowsPerProgram:
             if isinstance(plan, str):
                 out.append(decline(NAME, name, plan, k.fn.lineno))
             else:
-                out.append(applies(NAME, k, f"one program per row -> {PARAM} rows per program "
-                                            f"({len(plan)} launch(es) divide their grid)", {PARAM: 4}))
+                out.append(applies(NAME, k, f"each program runs {PARAM} consecutive program_id(0) indices (rows, "
+                                            f"planes) instead of one; {len(plan)} launch(es) divide their grid",
+                                   {PARAM: 4}))
         return out
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
