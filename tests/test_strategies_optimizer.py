@@ -61,12 +61,38 @@ def test_not_tried_again_on_the_lineage(tmp_path: Path, fixture_transforms) -> N
     opt = StrategiesOptimizer(strategies=strategies(strategy("mark-kernel", NAME)))
     (tmp_path / "v2.py").write_text(SOFTMAX.read_text().replace("offs = tl.arange", "offs = 0 + tl.arange"))
     history = [
-        Attempt(version="v1", parent="v0", change="transform", strategy="mark-kernel", outcome="slower",
+        Attempt(version="v1", parent="v0", change="transform", strategy="mark-kernel", outcome="incorrect",
                 transform=f"{NAME}@softmax_kernel"),
         Attempt(version="v2", parent="v0", change="x", outcome="faster"),
     ]
     v2 = Version(id="v2", round=1, path=str(tmp_path / "v2.py"), parent="v0")
+    v0 = Version(id="v0", round=0, path=str(tmp_path / "v0.py"))
+    # proposed from the member itself: not again
+    props = opt.propose(context(tmp_path, history=history, beam=[v0]))
+    assert props and not any(p.extra.get("phase") == "transform" for p in props)
+    # it broke the answer on an ancestor: not on a descendant either
     props = opt.propose(context(tmp_path, history=history, beam=[v2]))
+    assert props and not any(p.extra.get("phase") == "transform" for p in props)
+    # only slower on the ancestor: a descendant whose structure another change made gets it
+    # (transforms compose) - but not one that differs from the ancestor in knob values only
+    from kernelopt.optimize.knobs.rewrite import set_knobs, structure_hash
+
+    history[0].outcome = "slower"
+    start = SOFTMAX.read_text()
+    history.append(Attempt(version="v0", parent=None, change="starting kernel", outcome="same",
+                           structure=structure_hash(start)))
+    props = opt.propose(context(tmp_path, history=history, beam=[v2]))
+    assert props[0].extra.get("phase") == "transform" and props[0].parent == "v2"
+    (tmp_path / "v4.py").write_text(set_knobs(start, {"num_warps": 8}))
+    history.append(Attempt(version="v4", parent="v0", change="num_warps 4 -> 8", outcome="faster"))
+    v4 = Version(id="v4", round=1, path=str(tmp_path / "v4.py"), parent="v0")
+    props = opt.propose(context(tmp_path, history=history, beam=[v4]))
+    assert props and not any(p.extra.get("phase") == "transform" for p in props)
+    # a kernel the transform made (v1 on v3's chain) never gets it again
+    (tmp_path / "v3.py").write_text(SOFTMAX.read_text().replace("offs = tl.arange", "offs = 1 * tl.arange"))
+    history.append(Attempt(version="v3", parent="v1", change="y", outcome="faster"))
+    v3 = Version(id="v3", round=2, path=str(tmp_path / "v3.py"), parent="v1")
+    props = opt.propose(context(tmp_path, history=history, beam=[v3]))
     assert props and not any(p.extra.get("phase") == "transform" for p in props)
     # another lineage (a version not descending from v0's tries) still gets it
     (tmp_path / "w.py").write_text(SOFTMAX.read_text())

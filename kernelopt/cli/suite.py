@@ -45,7 +45,7 @@ def suite() -> None:
 @suite.command("run", epilog="Exit codes: 0 the run completed (incorrect problems are results, shown in the table); "
                              "2 bad input. Run the same command again to resume an interrupted run.")
 @click.argument("suite_dir", metavar="DIR", type=click.Path(file_okay=False))
-@click.option("--optimizer", default="knobs", show_default=True, help="knobs, llm, agent, or a registered optimizer.")
+@click.option("--optimizer", default="knobs", show_default=True, help="knobs, strategies, llm, agent, or a registered optimizer.")
 @click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True,
               help="Per problem: the time budget of its whole optimize run (a round proposes only what fits in the minutes left).")
 @click.option("--budget-evals", type=click.IntRange(min=1), default=None, help="Per problem: stop after this many evaluations.")

@@ -7,7 +7,9 @@ Per round and beam member:
    CPU, say), every other loaded strategy with a transform whose `requires` holds, those
    matching the member's diagnosis first - and whose transform applies to the
    member's source (`survey.sites_of`) and has not been tried on the member's lineage
-   (the member, its ancestors, and what was proposed from any of them, failures included).
+   (applied by the member or an ancestor, proposed from an ancestor of the same structure,
+   or broken on any ancestor; one that was only slower on an ancestor is tried again once
+   another transform changed the structure: transforms compose).
    Each becomes a proposal carrying its strategy id (so its outcome is a vote in the
    experience store) and `extra["transform"] = {name, site, params}`. A transform that
    raises or writes source that does not parse is a failed proposal (Proposal.failed):
@@ -115,7 +117,9 @@ class StrategiesOptimizer:
         except Exception:  # noqa: BLE001 - a member whose source cannot be read gets knob proposals only
             return
         backend = "cuda" if "cuda" in found and "triton" not in found else "triton"
-        tried = _tried_on_lineage(context, member)
+        from kernelopt.optimize.knobs.rewrite import structure_hash
+
+        tried = _tried_on_lineage(context, member, structure_hash(source, member.path))
         recommended, fallback = self._candidates(context, member, backend)
         produced = False
         for proposal in self._from(recommended, source, found, member, tried):
@@ -233,13 +237,29 @@ def _lineage(context: OptimizeContext, member: Version) -> list[str]:
     return out
 
 
-def _tried_on_lineage(context: OptimizeContext, member: Version) -> set[tuple[str, str, str]]:
-    """(strategy, transform, site) already applied on the member's lineage: by the member or an ancestor,
-    or proposed from one of them (evaluated or failed)."""
-    lineage = set(_lineage(context, member))
+def _tried_on_lineage(context: OptimizeContext, member: Version, structure: str | None = None
+                      ) -> set[tuple[str, str, str]]:
+    """(strategy, transform, site) tried on the member's lineage: applied by the member or an
+    ancestor (the kernel has it already), proposed from an ancestor of the same structure (the
+    member differs from it in knob values only), or broken on any ancestor (no source, or a
+    result that failed: it would most likely break here too).
+
+    A transform that was merely slower on an ancestor is tried again on a descendant whose
+    structure another transform changed: transforms compose (a grouped tile order, then a
+    persistent grid; a single pass, then several rows per program), and the result is a
+    different kernel. `structure` is the member's structure hash; unknown, every ancestor
+    counts as the same structure."""
+    lineage = _lineage(context, member)
+    structures = {a.version: a.structure for a in context.history}
+    mine = structure or structures.get(member.id)
     tried: set[tuple[str, str, str]] = set()
     for a in context.history:
-        if a.transform and a.strategy and (a.version in lineage or a.parent in lineage):
+        if not (a.transform and a.strategy) or a.parent not in lineage and a.version not in lineage:
+            continue
+        broken = a.outcome in ("failed", "incorrect")
+        theirs = structures.get(a.parent or "")
+        same = mine is None or theirs is None or theirs == mine
+        if a.version in lineage or broken or same:
             name, _, site = a.transform.partition("@")
             tried.add((a.strategy, name, site))
     for p in context.failed_proposals:
