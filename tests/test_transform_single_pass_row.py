@@ -159,7 +159,8 @@ def test_apply_refuses_a_declined_site_and_unknown_parameters():
         T.apply(text, "row_loss_kernel", BLOCK=4)
 
 
-# --- the online variant (KERNEL@online): max pass + exp-sum pass fused, rows longer than a tile ----
+# --- the online variant (KERNEL@online): max pass + exp-sum pass fused (softmax family), or mean
+# pass + squared-deviation pass fused by Welford (norms); for rows longer than a tile ------------
 
 ONLINE_CASES = [
     # vector running max/sum (per lane), the suite drafts; BLOCK=1024 so 1100 columns is two chunks
@@ -172,6 +173,11 @@ ONLINE_CASES = [
      [{"ROWS": "1", "COLS": "5"}, {"ROWS": "3", "COLS": "37"}]),
     (FIX / "softmax_block_count.py", "softmax_fwd_blocks", SUITE / "softmax" / "problem.py",
      [{"ROWS": "2", "COLS": "130"}]),
+    # norms: the mean pass and the squared-deviation pass fused (Welford per lane)
+    (FIX / "layernorm_three_pass.py", "ln_three_pass", SUITE / "layernorm" / "problem.py",
+     [{"ROWS": "1", "DIM": "5"}, {"ROWS": "3", "DIM": "150"}]),
+    (FIX / "layernorm_tutorial_style.py", "_layer_norm_fwd", SUITE / "layernorm" / "problem.py",
+     [{"ROWS": "2", "DIM": "150"}]),
 ]
 
 
@@ -186,7 +192,7 @@ def test_online_variant_fuses_max_and_sum_and_verifies(path, kernel, problem, sh
     # one loop fewer, one load of the row fewer; the block size is still the kernel's own knob
     assert len(feats(out, kernel) & {"multi_pass"}) <= 1
     assert loads(out, kernel) == loads(before, kernel) - 1
-    assert "m_new" in out or "_new = " in out
+    assert "_new = " in out or "w_m2" in out
     verify_all(tmp_path, problem, shapes, [out])
 
 
@@ -201,11 +207,20 @@ def test_online_keeps_the_block_a_knob():
 def test_online_declines_what_is_not_max_then_exp_sum():
     from kernelopt.optimize.transforms import TransformError
 
-    for path, kernel, why in ((SUITE / "rmsnorm" / "kernel.py", "rmsnorm_kernel", "stores"),
-                              (FIX / "layernorm_three_pass.py", "ln_three_pass", "not a running max")):
-        assert f"{kernel}@online" not in {r.site for r in T.sites(path.read_text())}
-        with pytest.raises(TransformError, match=f"online form: .*{why}"):
-            T.apply(path.read_text(), f"{kernel}@online")
+    rms = (SUITE / "rmsnorm" / "kernel.py").read_text()  # its second pass writes: nothing to fuse
+    assert "rmsnorm_kernel@online" not in {r.site for r in T.sites(rms)}
+    with pytest.raises(TransformError, match="online form: .*stores"):
+        T.apply(rms, "rmsnorm_kernel@online")
+    ln = (FIX / "layernorm_three_pass.py").read_text()
+    unmasked = ln.replace("dv = tl.where(valid, v - mu, 0.0)", "dv = v - mu")
+    assert "ln_three_pass@online" not in {r.site for r in T.sites(unmasked)}
+    with pytest.raises(TransformError, match="not a running max .*and as a norm: .*not tl.where"):
+        T.apply(unmasked, "ln_three_pass@online")
+    other_row = ln.replace("v = tl.load(inp + offset + cols, mask=valid, other=0.0)\n        dv",
+                           "v = tl.load(inp + offset + cols + 1, mask=valid, other=0.0)\n        dv", 1)
+    assert other_row != ln
+    with pytest.raises(TransformError, match="another value"):
+        T.apply(other_row, "ln_three_pass@online")
     base = (SUITE / "softmax" / "kernel.py").read_text()
     other = base.replace("        s += tl.exp(x - row_max)", "        s += tl.exp(2.0 * x - row_max)")
     with pytest.raises(TransformError, match="exponentiates another value"):

@@ -22,7 +22,12 @@ the next pass is a running sum of `tl.exp(x' - M)` over the same values (x' prov
 by the same value numbering; M = `tl.max(m, axis=0)` or m itself), the two sweeps fuse into
 one with a rescaled sum (`s = s * exp(m - m_new) + exp(x - m_new)`, guarded where m_new is
 -inf; per-lane sums rescaled to the row max after the loop) - the online normaliser of
-softmax, log-softmax and cross-entropy. One read of the row fewer; BLOCK stays a knob.
+softmax, log-softmax and cross-entropy. For norms the same variant fuses a mean pass
+(`acc += x`, x a load masked with other=0; `mean = tl.sum(acc, axis=0) / n`) and the next
+pass summing `d * d` with `d = tl.where(mask, x' - mean, 0)` (same mask, same values): the
+first pass keeps a per-lane count, mean and M2 (Welford), and the squared deviations from
+the row mean come out of them (Chan's merge) where the second pass was. One read of the row
+fewer; BLOCK stays a knob.
 
 It declines, with the reason, where that proof does not hold: loops over different extents
 or steps, a start other than 0, break/continue/return in a pass, a loop variable assigned
@@ -64,7 +69,7 @@ from kernelopt.source import (
 )
 
 NAME = "single_pass_row"
-ONLINE = "@online"  # the site variant that fuses a max pass and an exp-sum pass (rows longer than a tile)
+ONLINE = "@online"  # the site variant fusing max + exp-sum passes, or mean + variance passes (rows longer than a tile)
 _BARRIERS = {"store", "debug_barrier"}  # and every atomic_*: memory may change after them
 _UNSAFE_LOAD_KW = {"volatile", "boundary_check", "padding_option"}
 _PURE_BUILTINS = {"float", "int", "min", "max", "abs", "bool"}
@@ -302,11 +307,17 @@ class SinglePassRow:
         for name, k in p.kernels.items():  # the online variant, for rows that do not fit one tile
             plan = self._analyse(p, k)
             on = _online(p, k, plan) if isinstance(plan, _Plan) else None
+            wf = _welford(p, k, plan) if isinstance(plan, _Plan) else None
             if isinstance(on, _Online):
                 out.append(SiteReport(
                     transform=NAME, site=f"{name}{ONLINE}", applies=True, kernel=name, line=on.a.lineno,
                     reason=f"online: the max pass (line {on.a.lineno}) and the exp-sum pass (line {on.b.lineno}) "
                            f"fuse into one sweep with a rescaled running sum; {plan.step} stays a knob"))
+            elif isinstance(wf, _Welford):
+                out.append(SiteReport(
+                    transform=NAME, site=f"{name}{ONLINE}", applies=True, kernel=name, line=wf.a.lineno,
+                    reason=f"online: the mean pass (line {wf.a.lineno}) and the variance pass (line {wf.b.lineno}) "
+                           f"fuse into one sweep (Welford per lane); {plan.step} stays a knob"))
         return out
 
     # --- rewrite ----------------------------------------------------------------------------
@@ -320,10 +331,13 @@ class SinglePassRow:
             if isinstance(plan_o, str):
                 raise TransformError(plan_o)
             on = _online(p, k, plan_o)
-            if isinstance(on, str):
-                raise TransformError(f"online form: {on}")
+            wf = _welford(p, k, plan_o) if isinstance(on, str) else None
+            if isinstance(on, str) and isinstance(wf, str):
+                raise TransformError(f"online form: {on} (and as a norm: {wf})")
+            edits = _apply_online(p, on, p.al.tl_prefix()) if isinstance(on, _Online) else \
+                _apply_welford(p, wf, p.al.tl_prefix())  # type: ignore[arg-type]
             try:
-                return apply_edits(source, _apply_online(p, on, p.al.tl_prefix()), what=f"{NAME} on {site}")
+                return apply_edits(source, edits, what=f"{NAME} on {site}")
             except BadInput as exc:
                 raise TransformError(str(exc)) from None
         if "@" in site:
@@ -593,3 +607,150 @@ def _apply_online(p: Parsed, on: _Online, tl: str) -> list[Edit]:
         end_m = line_span(src, on.big_m_stmt)[1]
         edits.append((end_m, end_m, f"{indent_of(src, on.big_m_stmt)}{on.s} = {on.s} * {tl}.exp({on.m} - {on.big_m})\n"))
     return edits
+
+
+# --- the online form for norms: a mean pass and a squared-deviation pass fused (Welford) ----------
+
+
+@dataclass
+class _Welford:
+    a: ast.For  # acc += x (the mean pass)
+    b: ast.For  # sq += d * d with d = where(mask, x - mean, 0) (the variance pass), folded into `a`
+    acc_update: ast.stmt
+    acc: str
+    x: ast.AST
+    mask: ast.AST
+    mean: str
+    sq: str
+
+
+def _sum_term(stmt: ast.stmt) -> tuple[str, ast.AST] | None:
+    """(name, e) for `name += e` or `name = name + e`."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name):
+        return stmt.target.id, stmt.value
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)):
+        name = stmt.targets[0].id
+        if isinstance(stmt.value.left, ast.Name) and stmt.value.left.id == name:
+            return name, stmt.value.right
+        if isinstance(stmt.value.right, ast.Name) and stmt.value.right.id == name:
+            return name, stmt.value.left
+    return None
+
+
+def _welford(p: Parsed, k: JitKernel, plan: _Plan) -> _Welford | str:
+    """The first pass summing the row and the next summing squared deviations from its mean, or why not."""
+    al, fn = p.al, k.fn
+    num = plan.numbering
+    assert num is not None
+    a, b = plan.loops[0], plan.loops[1]
+    ia, ib = fn.body.index(a), fn.body.index(b)
+    between = fn.body[ia + 1:ib]
+    if any(isinstance(s, (ast.For, ast.While, ast.If)) for s in between):
+        return "control flow between the first two passes"
+    for lp in (a, b):
+        if any(isinstance(n, ast.Call) and ((al.tl_attr(n.func) or "") == "store"
+                                            or (al.tl_attr(n.func) or "").startswith("atomic_"))
+               for n in ast.walk(lp)):
+            return f"the pass at line {lp.lineno} stores: only a mean pass and a variance pass are fused"
+    sums_a = [(s, t) for s in a.body if (t := _sum_term(s)) is not None]
+    if len(sums_a) != 1:
+        return "the first pass is not one running sum"
+    acc_stmt, (acc, x) = sums_a[0]
+    local_a = {stmt.targets[0].id: stmt.value for stmt in a.body if isinstance(stmt, ast.Assign)
+               and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)}
+    load = x
+    while True:  # the summed value is a load (through a name and casts): its mask says which lanes count
+        if isinstance(load, ast.Name) and load.id in local_a:
+            load = local_a[load.id]
+        elif isinstance(load, ast.Call) and isinstance(load.func, ast.Attribute) and load.func.attr == "to" \
+                and al.tl_attr(load.func) is None:
+            load = load.func.value
+        else:
+            break
+    if not (isinstance(load, ast.Call) and al.tl_attr(load.func) == "load"):
+        return "the first pass does not sum loaded values"
+    _, mask, other = _load_parts(load)
+    if mask is None or not (isinstance(other, ast.Constant) and other.value == 0):
+        return "the first pass's load is not masked with other=0"
+    inits = [s for s in fn.body[:ia] if acc in _stores_names(s)]
+    if len(inits) != 1 or not isinstance(inits[0], ast.Assign) or not (
+            isinstance(inits[0].value, ast.Call) and al.tl_attr(inits[0].value.func) == "zeros"):
+        return f"the running sum {acc!r} is not a tl.zeros vector"
+    means = [s for s in between if isinstance(s, ast.Assign) and len(s.targets) == 1
+             and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.BinOp)
+             and isinstance(s.value.op, ast.Div) and isinstance(s.value.left, ast.Call)
+             and al.tl_attr(s.value.left.func) == "sum" and _axis0(s.value.left)
+             and isinstance(s.value.left.args[0], ast.Name) and s.value.left.args[0].id == acc
+             and isinstance(s.value.right, ast.Name) and s.value.right.id == plan.extent]
+    if len(means) != 1:
+        return f"no `mean = tl.sum({acc}, axis=0) / {plan.extent}` between the passes"
+    mean = means[0].targets[0].id  # type: ignore[attr-defined]
+    sums_b = [(s, t) for s in b.body if (t := _sum_term(s)) is not None]
+    if len(sums_b) != 1:
+        return "the second pass is not one running sum"
+    sq_stmt, (sq, term) = sums_b[0]
+    local_b = {stmt.targets[0].id: stmt.value for stmt in b.body if isinstance(stmt, ast.Assign)
+               and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)}
+    if not (isinstance(term, ast.BinOp) and isinstance(term.op, ast.Mult)
+            and ast.dump(term.left) == ast.dump(term.right)):
+        return "the second pass does not sum a square (d * d)"
+    d = term.left
+    if isinstance(d, ast.Name) and d.id in local_b:
+        d = local_b[d.id]
+    if not (isinstance(d, ast.Call) and al.tl_attr(d.func) == "where" and len(d.args) == 3
+            and isinstance(d.args[2], ast.Constant) and d.args[2].value == 0
+            and isinstance(d.args[1], ast.BinOp) and isinstance(d.args[1].op, ast.Sub)
+            and isinstance(d.args[1].right, ast.Name) and d.args[1].right.id == mean):
+        return f"the squared value is not tl.where(mask, x - {mean}, 0.0)"
+    if num.keys.get(id(d.args[0])) != num.keys.get(id(mask)):
+        return "the second pass masks other lanes than the first pass loads"
+    if num.keys.get(id(d.args[1].left)) is None or num.keys.get(id(d.args[1].left)) != num.keys.get(id(x)):
+        return "the second pass squares deviations of another value than the first pass sums"
+    sq_inits = [s for s in fn.body[:ib] if sq in _stores_names(s)]
+    if len(sq_inits) != 1 or not isinstance(sq_inits[0], ast.Assign) or not (
+            isinstance(sq_inits[0].value, ast.Call) and al.tl_attr(sq_inits[0].value.func) == "zeros"):
+        return f"the running sum {sq!r} is not a tl.zeros vector"
+    for name in (acc, sq):
+        if sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name) != 2:
+            return f"{name!r} is assigned outside its init and its update"
+    b_local = set().union(*(_stores_names(s) for s in b.body)) - {sq}
+    if _live_in(fn.body[ib + 1:]) & b_local:
+        return "values of the second pass's last iteration are used after it"
+    return _Welford(a=a, b=b, acc_update=acc_stmt, acc=acc, x=x, mask=mask, mean=mean, sq=sq)
+
+
+def _apply_welford(p: Parsed, w: _Welford, tl: str) -> list[Edit]:
+    """Per lane: count, running mean and M2 (Welford) in the first pass; after the mean, the
+    squared deviations from it are M2 + count * (lane mean - mean)^2 (Chan's merge), summed
+    by the kernel's own code as before."""
+    from kernelopt.optimize.transforms.triton_edit import line_span
+
+    src = p.src
+    taken = used_names(src.tree)
+    cnt, wm, m2 = fresh(taken, "w_count"), fresh(taken, "w_mean"), fresh(taken, "w_m2")
+    xv, delta, valid = fresh(taken, "w_x"), fresh(taken, "w_delta"), fresh(taken, "w_valid")
+    ind_a, ind = indent_of(src, w.a), indent_of(src, w.acc_update)
+    x = segment(src, w.x)
+    at_a = src.line_starts[w.a.lineno - 1]
+    end_upd = line_span(src, w.acc_update)[1]
+    start_b, end_b = line_span(src, w.b)
+    hoist: list[Edit] = []
+    if not isinstance(w.x, ast.Name):  # name the summed value once: the sum and Welford both read it
+        name = fresh(taken, "chunk")
+        at_u = src.line_starts[w.acc_update.lineno - 1]
+        hoist = [(at_u, at_u, f"{ind}{name} = {x}\n"), (src.start(w.x), src.end(w.x), name)]
+        x = name
+    return hoist + [
+        (at_a, at_a, f"{ind_a}{cnt} = {tl}.zeros({w.acc}.shape, dtype={tl}.float32)  # Welford per lane: count, mean, M2\n"
+                     f"{ind_a}{wm} = {tl}.zeros({w.acc}.shape, dtype={tl}.float32)\n"
+                     f"{ind_a}{m2} = {tl}.zeros({w.acc}.shape, dtype={tl}.float32)\n"),
+        (end_upd, end_upd, f"{ind}{valid} = ({segment(src, w.mask)}).to({tl}.float32)\n"
+                           f"{ind}{xv} = ({x}).to({tl}.float32)\n"
+                           f"{ind}{cnt} += {valid}\n"
+                           f"{ind}{delta} = {xv} - {wm}\n"
+                           f"{ind}{wm} += {valid} * {delta} / {tl}.maximum({cnt}, 1.0)\n"
+                           f"{ind}{m2} += {valid} * {delta} * ({xv} - {wm})\n"),
+        (start_b, end_b, f"{indent_of(src, w.b)}{w.sq} = {m2} + {cnt} * ({wm} - {w.mean}) * ({wm} - {w.mean})"
+                         f"  # the variance pass, from the first pass's Welford state\n"),
+    ]
