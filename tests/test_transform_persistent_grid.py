@@ -58,16 +58,29 @@ def test_meta_lambda_grid_model_new(tmp_path):
     verify_all(tmp_path, FIX / "problem_leaky_relu.py", [{"N": "300"}, {"N": "1"}, {"N": "1000"}], [out])
 
 
-def test_declines_an_unknown_grid_and_an_early_return():
+def test_declines_an_unknown_grid_and_a_nested_return():
     computed = read(FIX / "scale_add_per_row.py").replace("grid = (n_rows,)", "grid = tuple([n_rows])")
     (r,) = T.sites(computed)
     assert not r.applies and "its size is not known" in r.reason
     with pytest.raises(TransformError):
         T.apply(computed, "fused_scale_add")
-    early = read(FIX / "scale_add_per_row.py").replace(
-        "    start = row_id * hidden\n", "    if row_id >= 1000000:\n        return\n    start = row_id * hidden\n")
-    (r,) = T.sites(early)
+    nested = read(FIX / "scale_add_per_row.py").replace(
+        "    start = row_id * hidden\n", "    if hidden > 0:\n        if row_id >= 1000000:\n            return\n    start = row_id * hidden\n")
+    (r,) = T.sites(nested)
     assert not r.applies and "returns early" in r.reason
+
+
+def test_a_bounds_guard_becomes_a_branch(tmp_path):
+    # a padded grid and `if row >= n_rows: return`: the guard must keep skipping only its tile
+    source = read(FIX / "scale_add_per_row.py").replace(
+        "o_ptr, hidden, BLOCK_H", "o_ptr, hidden, n_rows, BLOCK_H").replace(
+        "    start = row_id * hidden\n", "    if row_id >= n_rows:\n        return\n    start = row_id * hidden\n").replace(
+        "grid = (n_rows,)", "grid = (n_rows + 3,)").replace("o, hidden, BLOCK_H", "o, hidden, n_rows, BLOCK_H")
+    assert source.count("n_rows") == 5  # signature, guard, shape, grid, launch
+    out = T.apply(source, "fused_scale_add", PROGRAMS_PER_SM=1)
+    assert "        if not (row_id >= n_rows):\n            start = row_id * hidden" in out
+    verify_all(tmp_path, FIX / "problem_scale_add.py", [{"N_ROWS": "5", "HIDDEN": "9"}, {"N_ROWS": "2", "HIDDEN": "3"}],
+               [source, out])
 
 
 def test_declines_twice():

@@ -24,7 +24,16 @@ def grouped_then_persistent() -> str:
     return T("persistent_grid").apply(grouped, "matmul_kernel")
 
 
+def guarded_persistent() -> str:
+    source = read(FIX / "scale_add_per_row.py").replace(
+        "o_ptr, hidden, BLOCK_H", "o_ptr, hidden, n_rows, BLOCK_H").replace(
+        "    start = row_id * hidden\n", "    if row_id >= n_rows:\n        return\n    start = row_id * hidden\n").replace(
+        "o, hidden, BLOCK_H", "o, hidden, n_rows, BLOCK_H")
+    return T("persistent_grid").apply(source, "fused_scale_add")
+
+
 CASES = {
+    "persistent_guard": (guarded_persistent, "fused_scale_add", {"BLOCK_H": 1024, "PROGRAMS_PER_SM": 2}),
     "grouped_2d": (lambda: T("grouped_program_order").apply(read(S / "matmul_fp32" / "kernel.py"), "matmul_kernel"),
                    "matmul_kernel", {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}),
     "grouped_split": (lambda: T("grouped_program_order").apply(read(FIX / "matmul_split_pid.py"), "mm_flat"),

@@ -14,8 +14,9 @@ from `torch.cuda.get_device_properties` when CUDA is available, else a small con
 the interpreter runs the loop). PROGRAMS_PER_SM is a constexpr passed at the launch: a knob.
 
 A `lambda META:` grid is called once at the launch with the values the launch passes for
-the META keys it reads, which gives the tile counts. It declines kernels with a `return`
-(it would end the loop, not the tile), multi-line strings in the body (re-indenting would
+the META keys it reads, which gives the tile counts. One top-level bounds guard
+`if COND: return` becomes `if not (COND):` around the statements after it. It declines
+kernels with any other `return` (it would end the loop, not the tile), multi-line strings in the body (re-indenting would
 change them), grids it cannot evaluate at the launch (computed elsewhere, or META from an
 autotuner's pick) and kernels that already loop over program ids.
 """
@@ -72,6 +73,14 @@ def _body(k: JitKernel) -> list[ast.stmt]:
 _MetaGrid = tuple[str, list[tuple[str, ast.AST]], list[ast.AST]]  # the grid callable, META key -> launch arg, literals
 
 
+def _guard(k: JitKernel) -> ast.If | None:
+    """The one top-level `if COND: return` of the body (a bounds guard), when there is exactly one:
+    inside the tile loop it becomes `if not (COND):` around the statements after it."""
+    guards = [s for s in _body(k) if isinstance(s, ast.If) and not s.orelse and len(s.body) == 1
+              and isinstance(s.body[0], ast.Return) and s.body[0].value is None]
+    return guards[0] if len(guards) == 1 else None
+
+
 def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str] | None, _MetaGrid | None]], str] | str:
     """(axes the kernel reads, per launch its call and grid sizes, torch alias), or why not."""
     fn, al = k.fn, p.al
@@ -84,7 +93,7 @@ def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str]
     if None in pids or any(axis_of(c) is None for c in nums):
         return "reads a program id along a computed axis"
     for node in ast.walk(fn):
-        if isinstance(node, ast.Return):
+        if isinstance(node, ast.Return) and node is not getattr(_guard(k), "body", [None])[0]:
             return f"returns early (line {node.lineno}): inside a tile loop that would skip the remaining tiles"
         if isinstance(node, (ast.For, ast.While)) and any(
                 isinstance(n, ast.Call) and al.tl_attr(n.func) in ("program_id", "num_programs")
@@ -197,7 +206,20 @@ class PersistentGrid:
         loop = (f"{indent}# persistent: each program walks the tiles, PROGRAMS_PER_SM programs per SM\n"
                 f"{indent}for {tile} in {tl}.range({tl}.program_id(0), {total}, {tl}.num_programs(0)):\n")
         edits.append((src.line_starts[first_line - 1], src.line_starts[first_line - 1], loop))
-        edits += reindent_edits(src, first_line, last_line, add=unit)
+        guard = _guard(k)
+        skip: list[tuple[int, int]] = []
+        if guard is not None:
+            after = body[body.index(guard) + 1:]
+            # `if COND:\n return` -> `if not (COND):` (the test's own bytes stay: program ids in it are rewritten too)
+            ts, te, ge = src.start(guard.test), src.end(guard.test), src.end(guard)
+            skip.append((te, ge))
+            edits.append((src.start(guard), ts, "if not ("))
+            if after:  # the statements after the guard move into it
+                edits.append((te, ge, "):"))
+                edits += reindent_edits(src, after[0].lineno, last_line, add=unit)
+            else:  # nothing after it: a no-op
+                edits.append((te, ge, "): pass"))
+        edits += reindent_edits(src, first_line, last_line, add=unit, skip=skip)
         edits.append(add_params(p, k, [*sizes, f"PROGRAMS_PER_SM: {constexpr_annotation(p)}"]))
         for call, given, meta_grid in launches:
             stmt = enclosing_stmt(p, call)
