@@ -73,3 +73,13 @@ def test_declines_an_unmasked_access():
     source = read(FIX / "scale_add_per_row.py").replace("w = tl.load(w_ptr + idx, mask=ok)", "w = tl.load(w_ptr + idx)")
     (r,) = T.sites(source)
     assert not r.applies and "not masked" in r.reason
+
+
+def test_pointers_advanced_to_the_row(tmp_path):
+    # `x_ptr += r * n_cols`: the row offset lives in the pointers; flat, each lane carries its own
+    source = read(FIX / "bias_relu_row_pointers.py")
+    (r,) = T.sites(source)
+    assert r.applies, r.reason
+    out = T.apply(source, "row_bias_relu", BLOCK=32)
+    assert "x_ptr += r * n_cols" in out and "m = offs_2 < numel" in out
+    verify_all(tmp_path, FIX / "problem_bias_relu.py", [{"ROWS": "5", "COLS": "37"}, {"ROWS": "4", "COLS": "8"}], [out])
