@@ -2,11 +2,11 @@
 small shapes), and the kernelopt pack's primary label on the committed H100 and H200 profiles."""
 
 import functools
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 from kernelopt.models import CATEGORIES
 from kernelopt.problem import load_candidate, load_problem
@@ -18,11 +18,7 @@ FIXTURE_SETS = {"h200": ROOT / "tests" / "fixtures" / "zoo", "h100": ROOT / "tes
 
 
 def _run_zoo():
-    spec = importlib.util.spec_from_file_location("run_zoo", ZOO / "run_zoo.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["run_zoo"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ZOO / "run_zoo.py", register=True)
 
 
 run_zoo = _run_zoo()

@@ -1,6 +1,7 @@
-import importlib.util
 import json
 from pathlib import Path
+
+from conftest import load_script
 
 from kernelopt.experience.importers import read_records
 
@@ -8,10 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_module():
-    spec = importlib.util.spec_from_file_location("seed_from_zoo", ROOT / "benchmarks/experience/seed_from_zoo.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+    return load_script(ROOT / "benchmarks/experience/seed_from_zoo.py")
 
 
 def test_converts_timings_with_labels_and_skips_what_is_missing(tmp_path: Path) -> None:

@@ -3,27 +3,20 @@ and its refusal to run without a GPU. The timings below are test inputs, not mea
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "profile_cost.py"
 FIXTURES = ROOT / "tests" / "fixtures" / "profile"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("profile_cost", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-pc = _load()
+pc = load_script(SCRIPT)
 
 
 # ---------------------------------------------------------------- commands

@@ -145,7 +145,7 @@ def test_a_second_optimize_run_starts_from_what_the_first_found(tmp_path: Path, 
     configuration the first measured, and every outcome of the first recorded a strategy."""
     import kernelopt.harness.evaluate as evaluate_mod
     from kernelopt.optimize import loop as loop_mod
-    from tests.test_resume_determinism import FakeEngine
+    from conftest import FakeEngine
 
     monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: FakeEngine(problem))
     db = tmp_path / "exp.db"

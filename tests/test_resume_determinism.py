@@ -9,67 +9,14 @@ some of its evaluations are recorded and before the rest.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import pytest
+from conftest import MATVEC, FakeEngine, Killed
 
-from kernelopt.models.harness import Candidate, Evaluation, TimingStats
+from kernelopt.models.harness import Candidate, Evaluation
 from kernelopt.optimize import loop as loop_mod
-from kernelopt.optimize.knobs import knob_values
-
-ROOT = Path(__file__).resolve().parent.parent
-MATVEC = ROOT / "examples" / "matvec"
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL: nothing in the loop may catch it."""
-
-
-def cost(knobs: dict[str, Any]) -> float:
-    """Deterministic 'time' with its optimum inside the space (BLOCK_M 16, BLOCK_K 512, 8 warps).
-    A knob a transform took away (an autotune table decides it) counts at the starting value."""
-    def get(name: str, default: int) -> int:
-        value = knobs.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
-
-    return 1.0 + (math.log2(get("BLOCK_M", 16)) - 4) ** 2 + (math.log2(get("BLOCK_K", 128)) - 9) ** 2 \
-        + 0.5 * (math.log2(get("num_warps", 4)) - 3) ** 2 + 0.1 * get("num_stages", 3)
-
-
-class FakeEngine:
-    """The Engine's surface the loop uses, with times from `cost`; raises Killed after `kill_after` results."""
-
-    recorded = 0
-
-    def __init__(self, problem: Any, **_: Any) -> None:
-        self.problem = problem
-        self.devices = ["cpu"]
-        self.ready: list[Any] = []
-        self.kill_after: int | None = None
-
-    def __enter__(self) -> "FakeEngine":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def evaluate(self, candidates: Sequence[Candidate], *, on_result: Callable[[int, Evaluation], None] | None = None,
-                 **_: Any) -> list[Evaluation]:
-        out = []
-        for i, cand in enumerate(candidates):
-            if self.kill_after is not None and FakeEngine.recorded >= self.kill_after:
-                raise Killed()
-            ms = cost(knob_values(Path(cand.path).read_text()))
-            timing = TimingStats(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, cv=0.0, count=10,
-                                 warmup_count=1, l2_flush_bytes=0)
-            ev = Evaluation(problem=self.problem, candidate=cand, timing=timing)
-            out.append(ev)
-            FakeEngine.recorded += 1
-            if on_result is not None:
-                on_result(i, ev)
-        return out
 
 
 def _proposals(run: Path) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pytest
-from test_resume_determinism import MATVEC, FakeEngine
+from conftest import MATVEC, FakeEngine
 
 from kernelopt.harness.evaluate import Engine
 from kernelopt.models.harness import Candidate, Evaluation

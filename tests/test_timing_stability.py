@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "timing_stability.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("timing_stability", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ts = _load()
+ts = load_script(SCRIPT)
 
 
 def test_spread_is_range_over_median():
