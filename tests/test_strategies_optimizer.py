@@ -146,3 +146,16 @@ def test_registered_and_bad_options_are_bad_input() -> None:
     assert get_optimizer("strategies").name == "strategies"
     with pytest.raises(BadInput, match="unknown option"):
         get_optimizer("strategies", colour="red")
+
+
+def test_a_rewrite_the_run_already_holds_takes_no_slot(tmp_path: Path, fixture_transforms) -> None:
+    from kernelopt.problem import normalized_source_hash
+
+    opt = StrategiesOptimizer(strategies=strategies(strategy("mark-a", NAME, {"MARK": 1}),
+                                                    strategy("mark-b", NAME, {"MARK": 3})))
+    first = opt.propose(context(tmp_path))
+    held = next(p for p in first if p.strategy == "mark-a")
+    ctx = context(tmp_path)
+    ctx.tried_sources = [normalized_source_hash(held.source)]
+    again = [p.strategy for p in opt.propose(ctx) if p.extra.get("phase") == "transform"]
+    assert again == ["mark-b"]

@@ -121,17 +121,19 @@ class StrategiesOptimizer:
 
         tried = _tried_on_lineage(context, member, structure_hash(source, member.path))
         recommended, fallback = self._candidates(context, member, backend)
+        known = set(context.tried_sources)
         produced = False
-        for proposal in self._from(recommended, source, found, member, tried):
+        for proposal in self._from(recommended, source, found, member, tried, known):
             produced = True
             yield proposal
         if not produced:
-            yield from self._from(fallback, source, found, member, tried)
+            yield from self._from(fallback, source, found, member, tried, known)
 
     def _from(self, candidates: list[Strategy], source: str, found: set[str], member: Version,
-              tried: set[tuple[str, str, str]]):  # -> Iterator[Proposal]
+              tried: set[tuple[str, str, str]], known: set[str]):  # -> Iterator[Proposal]
         from kernelopt.optimize.transforms import get_transform
         from kernelopt.optimize.transforms.survey import TransformFailed, apply_named, sites_of
+        from kernelopt.problem import normalized_source_hash
 
         for strategy in candidates:
             spec = strategy.transform
@@ -164,6 +166,10 @@ class StrategiesOptimizer:
                     yield self._failed(member, strategy, report.site or "", params,
                                        f"transform {spec.name}@{report.site}: {exc}")
                     continue
+                digest = normalized_source_hash(new)
+                if digest in known:
+                    continue  # the run holds this kernel already (another member made it): no slot spent on it
+                known.add(digest)
                 yield self._proposal(member, strategy, new, report.site or "", used, report.reason)
 
     def _proposal(self, member: Version, strategy: Strategy, source: str, site: str, params: dict[str, Any],
