@@ -79,3 +79,11 @@ def test_declines_when_the_id_means_more_than_a_tile():
 def test_unparsable_source_is_one_declining_report():
     (r,) = T.sites("def broken(:\n")
     assert not r.applies and "does not parse" in r.reason
+
+
+def test_tutorial_style_autotuned_matmul(tmp_path):
+    # autotuned with a META grid: GROUP_M goes to the launch, the autotuner's configs are untouched
+    source = read(FIX / "matmul_tutorial_autotuned.py")
+    out = T.apply(source, "matmul_kernel", GROUP_M=2)
+    assert "GROUP_M=2)" in out and out.count("triton.Config(") == 1
+    verify_all(tmp_path, MATMUL, [{"M": "70", "N": "36", "K": "40"}, {"M": "17", "N": "50", "K": "16"}], [out])
