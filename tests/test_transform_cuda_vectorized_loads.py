@@ -55,3 +55,22 @@ def test_declines_a_body_that_uses_the_index():
     source = read(FIX / "cuda_axpy_scalar.py").replace("out[i] = alpha * x[i] + y[i];", "out[i] = alpha * x[i] + i;")
     (r,) = T.sites(source)
     assert not r.applies and "uses i beyond" in r.reason
+
+
+def test_half_precision_takes_eight_per_access(tmp_path):
+    source = read(FIX / "cuda_half_add.py")
+    (r,) = T.sites(source)
+    assert r.applies and "one 16-byte access per 8 elements" in r.reason
+    out = T.apply(source, "half_axpy2")
+    cu = cuda_source_of(out)
+    assert "alignas(16) __half ko_y_v[8];" in cu and "*reinterpret_cast<uint4*>(ko_y_v) = " in cu
+    assert "__half twice = __hadd(ko_y_v[7], ko_y_v[7]);" in cu  # each lane's locals in their own block
+    assert "reinterpret_cast<uint4*>(out)[ko_base / 8] = *reinterpret_cast<const uint4*>(ko_out_v);" in cu
+    assert "half_axpy2<<<(((n + 255) / 256) + 7) / 8, 256>>>" in cu
+    nvcc_compile(tmp_path, out)
+
+
+def test_declines_mixed_element_types():
+    source = read(FIX / "cuda_half_add.py").replace("const __half* __restrict__ x", "const float* __restrict__ x")
+    (r,) = T.sites(source)
+    assert not r.applies and "mixes" in r.reason

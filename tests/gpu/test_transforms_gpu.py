@@ -65,6 +65,8 @@ CASES = [
      {"N": "10000019"}, [("cuda_block_template", "axpy_kernel", {"BLOCK_SIZE": 512})]),
     ("cuda_vec/axpy", FIX / "cuda_axpy_scalar.py", ROOT / "tests" / "fixtures" / "harness" / "problem_axpy.py",
      {"N": "50000003"}, [("cuda_vectorized_loads", "axpy_kernel", {})]),
+    ("cuda_vec/half_add", FIX / "cuda_half_add.py", FIX / "problem_half_add.py", {"N": "50000007"},
+     [("cuda_vectorized_loads", "half_axpy2", {})]),
     ("cuda_block+vec/relu", FIX / "cuda_relu_bounds.py", FIX / "problem_scaled_relu.py", {"N": "50000001"},
      [("cuda_block_template", "scaled_relu", {"BLOCK_SIZE": 256}), ("cuda_vectorized_loads", "scaled_relu", {})]),
 ]

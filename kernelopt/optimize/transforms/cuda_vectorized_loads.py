@@ -1,21 +1,22 @@
-"""cuda_vectorized_loads: float4 loads and stores for a contiguous elementwise CUDA kernel.
+"""cuda_vectorized_loads: 16-byte loads and stores for a contiguous elementwise CUDA kernel.
 
 A kernel of the form
 
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = alpha * x[i] + y[i];           // or `if (i >= n) return; ...`
 
-issues one 4-byte load per tensor per thread. The rewrite gives each thread 4 consecutive
-elements: when all of them are in range and every pointer it touches is 16-byte aligned,
-each tensor is read (and written) with one 16-byte `float4` access and the body runs once
-per lane on registers; otherwise (the tail, or a misaligned view) the original body runs
-per element in a loop of 4. Every launch of the kernel gets a quarter of its blocks:
-`((grid) + 3) / 4` blocks of 4 elements per thread cover at least what `grid` blocks of
-one did.
+issues one 4-byte (or 2-byte) load per tensor per thread. The rewrite gives each thread
+VEC consecutive elements (4 floats, or 8 half/bfloat16 values): when all of them are in
+range and every pointer it touches is 16-byte aligned, each tensor is read (and written)
+with one 16-byte access (`float4`; `uint4` into an aligned local array for halves) and the
+body runs once per lane on registers; otherwise (the tail, or a misaligned view) the
+original body runs per element in a loop of VEC. Every launch gets `((grid) + VEC - 1) /
+VEC` blocks, which cover at least what `grid` blocks of one element per thread did.
 
-The body must touch memory only as `p[i]` of `float*` parameters, use `i` nowhere else,
-and hold no `return`, barrier, atomic or warp shuffle (each lane's copy must mean exactly
-what the scalar body means). Other kernels are declined with the reason. half2 is not done.
+The body must touch memory only as `p[i]` of pointer parameters of one element type (float,
+or a 2-byte half/bfloat16 type), use `i` nowhere else, and hold no `return`, barrier, atomic
+or warp shuffle (each lane's copy must mean exactly what the scalar body means). Other
+kernels are declined with the reason.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from kernelopt.optimize.transforms.cuda_block_template import kernel_span
 from kernelopt.source import CUDA_GLOBAL, CUDA_LAUNCH, SourceFile, apply_edits, cuda_strings
 
 NAME = "cuda_vectorized_loads"
-VEC = 4
+VEC = 4  # floats per float4
 LANES = "xyzw"
+# 2-byte element types: 8 per 16-byte access, through an aligned local array loaded as one uint4
+HALF_TYPES = {b"__half", b"half", b"__nv_bfloat16", b"at::Half", b"c10::Half", b"at::BFloat16", b"c10::BFloat16"}
 _INDEX_DECL = re.compile(
     rb"^\s*(?:const\s+)?(int|unsigned|unsigned int|long|long long|int64_t|size_t|auto)\s+([A-Za-z_]\w*)\s*=\s*([^;]+);")
 _GLOBAL_INDEX = {b"blockIdx.x*blockDim.x+threadIdx.x", b"threadIdx.x+blockIdx.x*blockDim.x",
@@ -70,6 +73,7 @@ class _Plan:
         self.bound = b""
         self.guarded = b""  # the scalar body run for one element (braced)
         self.reads: list[str] = []
+        self.elem = b""  # the element type every touched pointer shares
         self.writes: list[str] = []
         self.launches: list[tuple[int, int, bytes]] = []  # file offsets of each launch's grid
 
@@ -139,8 +143,13 @@ def _plan(seg: bytes, s: int, kname: str) -> _Plan | str:
             return f"indexes {name}[{sub.group(2).decode()}]: only p[{plan.idx.decode()}] accesses can be vectorised"
         if name not in params:
             return f"{name} is not a pointer parameter"
-        if params[name][1] != b"float":
-            return f"{name} points to {params[name][1].decode()}: only float (float4) is vectorised here"
+        elem = params[name][1]
+        if elem != b"float" and elem not in HALF_TYPES:
+            return (f"{name} points to {elem.decode()}: only float (float4) and 2-byte half/bfloat16 "
+                    "(8 per 16 bytes) are vectorised here")
+        if plan.elem and plan.elem != elem:
+            return f"mixes {plan.elem.decode()} and {elem.decode()} pointers: one vector width cannot serve both"
+        plan.elem = elem
         write = re.match(rb"\s*([-+*/%&|^]?=)(?!=)", inner_code[sub.end():])
         if write and name not in plan.writes:
             if params[name][0]:
@@ -150,7 +159,7 @@ def _plan(seg: bytes, s: int, kname: str) -> _Plan | str:
             if name not in plan.reads:
                 plan.reads.append(name)
     if not subs:
-        return "touches no p[i] of a float pointer"
+        return "touches no p[i] of a pointer parameter"
     without = re.sub(rb"\b[A-Za-z_]\w*\s*\[[^\]]*\]", b"", inner_code)
     if re.search(rb"\b%s\b" % idx, without):
         return f"uses {plan.idx.decode()} beyond p[{plan.idx.decode()}] (each lane would need its own value)"
@@ -159,31 +168,43 @@ def _plan(seg: bytes, s: int, kname: str) -> _Plan | str:
     return plan
 
 
+def vec_of(plan: _Plan) -> int:
+    return VEC if plan.elem == b"float" else 8
+
+
 def _rewrite(plan: _Plan, kname: str) -> str:
     i, n, t = plan.idx.decode(), plan.bound.decode(), plan.idx_type.decode()
+    elem, vec = plan.elem.decode(), vec_of(plan)
     ptrs = plan.reads + [w for w in plan.writes if w not in plan.reads]
     v = {p: f"ko_{p}_v" for p in ptrs}
     ind = "    "
-    out = [f"\n{ind}// {NAME}: {VEC} consecutive elements per thread, float4 when aligned and in range",
-           f"{ind}const {t} ko_base = ({plan.idx_expr.decode()}) * {VEC};",
+    wide = "float4" if elem == "float" else "uint4"
+    out = [f"\n{ind}// {NAME}: {vec} consecutive elements per thread, one 16-byte access per tensor when aligned "
+           "and in range",
+           f"{ind}const {t} ko_base = ({plan.idx_expr.decode()}) * {vec};",
            f"{ind}const bool ko_aligned = ((" + " | ".join(f"reinterpret_cast<unsigned long long>({p})" for p in ptrs)
            + ") & 15) == 0;",
-           f"{ind}if (ko_aligned && ko_base + {VEC} <= ({n})) {{"]
+           f"{ind}if (ko_aligned && ko_base + {vec} <= ({n})) {{"]
     for p in ptrs:
-        if p in plan.reads:
-            out.append(f"{ind}{ind}float4 {v[p]} = reinterpret_cast<const float4*>({p})[ko_base / {VEC}];")
+        load = f"reinterpret_cast<const {wide}*>({p})[ko_base / {vec}]"
+        if elem == "float":
+            out.append(f"{ind}{ind}float4 {v[p]}" + (f" = {load};" if p in plan.reads else ";"))
         else:
-            out.append(f"{ind}{ind}float4 {v[p]};")
+            out.append(f"{ind}{ind}alignas(16) {elem} {v[p]}[{vec}];")
+            if p in plan.reads:
+                out.append(f"{ind}{ind}*reinterpret_cast<uint4*>({v[p]}) = {load};")
     guarded = plan.guarded.decode()
-    for lane in LANES:
+    for lane in range(vec):
         code = guarded
         for p in ptrs:
-            code = re.sub(r"\b%s\s*\[\s*%s\s*\]" % (re.escape(p), re.escape(i)), f"{v[p]}.{lane}", code)
+            ref = f"{v[p]}.{LANES[lane]}" if elem == "float" else f"{v[p]}[{lane}]"
+            code = re.sub(r"\b%s\s*\[\s*%s\s*\]" % (re.escape(p), re.escape(i)), ref, code)
         out.append(f"{ind}{ind}{code}")
     for p in plan.writes:
-        out.append(f"{ind}{ind}reinterpret_cast<float4*>({p})[ko_base / {VEC}] = {v[p]};")
+        value = v[p] if elem == "float" else f"*reinterpret_cast<const uint4*>({v[p]})"
+        out.append(f"{ind}{ind}reinterpret_cast<{wide}*>({p})[ko_base / {vec}] = {value};")
     out += [f"{ind}}} else {{",
-            f"{ind}{ind}for ({t} {i} = ko_base; {i} < ko_base + {VEC}; ++{i}) {{",
+            f"{ind}{ind}for ({t} {i} = ko_base; {i} < ko_base + {vec}; ++{i}) {{",
             f"{ind}{ind}{ind}if ({i} < ({n})) {guarded}",
             f"{ind}{ind}}}",
             f"{ind}}}",
@@ -210,7 +231,7 @@ def _sites(src: SourceFile) -> list[tuple[str, int, _Plan | str]]:
 class CudaVectorizedLoads:
     name = NAME
     backend = "cuda"
-    summary = "float4 loads/stores (4 elements per thread, scalar tail) for a contiguous elementwise CUDA kernel"
+    summary = "16-byte loads/stores (float4; 8 halves) with a scalar tail for a contiguous elementwise CUDA kernel"
     requires = ["cuda"]
     params: list[TransformParam] = []
 
@@ -230,7 +251,7 @@ class CudaVectorizedLoads:
                 out.append(SiteReport(transform=NAME, site=kname, applies=True, kernel=kname, line=line,
                                       reason=f"reads {', '.join(plan.reads) or 'nothing'}, writes "
                                              f"{', '.join(plan.writes) or 'nothing'} at [{plan.idx.decode()}]: "
-                                             "float4 per 4 elements"))
+                                             f"one 16-byte access per {vec_of(plan)} elements"))
         return out
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
@@ -247,5 +268,6 @@ class CudaVectorizedLoads:
         if isinstance(found, str):
             raise TransformError(f"{name}: {found}")
         edits = [(found.body_span[0], found.body_span[1], _rewrite(found, name))]
-        edits += [(a, b, f"(({g.decode()}) + {VEC - 1}) / {VEC}") for a, b, g in found.launches]
+        vec = vec_of(found)
+        edits += [(a, b, f"(({g.decode()}) + {vec - 1}) / {vec}") for a, b, g in found.launches]
         return apply_edits(source, edits, what=f"{NAME} edits")
