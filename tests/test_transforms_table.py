@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
+from conftest import load_script
 from transform_fixtures import NAME, fixture_transforms  # noqa: F401 - pytest fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def test_table_lists_sites_and_reasons(tmp_path: Path, fixture_transforms) -> None:
-    from transforms_table import build_table
+    build_table = load_script(ROOT / "benchmarks" / "transforms_table.py").build_table
 
     (tmp_path / "softmax").mkdir()
     shutil.copy(ROOT / "examples" / "softmax" / "kernel.py", tmp_path / "softmax" / "kernel.py")
