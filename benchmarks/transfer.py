@@ -31,6 +31,7 @@ import argparse
 import datetime
 import json
 import math
+import shutil
 import statistics
 import sys
 import time
@@ -100,16 +101,27 @@ def run_one(name: str, run_dir: Path, db: Path, args: argparse.Namespace) -> dic
     from kernelopt.optimize import loop
     from kernelopt.suite import small_shape
 
+    from kernelopt.rundir import RunDir
+
     folder = SUITE / name
     overrides = small_shape(folder / "problem.py") if args.small else {}
     started = time.monotonic()
+    say = lambda text: print(f"  {name}: {text}", flush=True)  # noqa: E731
     # seed=False: the shipped seed experience is left out of both runs, so A's store is empty.
     with ExperienceStore(db, seed=False) as store:
-        loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=run_dir, overrides=overrides,
-                      optimizer="knobs", budget_evals=args.budget_evals, rounds=args.rounds, beam=args.beam,
-                      proposals_per_member=args.proposals, seed=args.seed, baselines=(), trials=args.trials,
-                      profile=not args.small, experience=store, family=PROBLEMS.get(name),
-                      progress=lambda text: print(f"  {name}: {text}", flush=True))
+        if (run_dir / "events.jsonl").is_file():
+            # An earlier invocation got here (a device command has a time limit): finished runs are
+            # read as they are, a killed one is resumed; nothing finished runs again.
+            if not RunDir.open(run_dir, readonly=True).replay().finished:
+                loop.resume(run_dir, baselines=(), trials=args.trials, profile=args.profile, experience=store,
+                            progress=say)
+        else:
+            if run_dir.exists():
+                shutil.rmtree(run_dir)  # killed before its first event: nothing to keep
+            loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=run_dir, overrides=overrides,
+                          optimizer="knobs", budget_evals=args.budget_evals, rounds=args.rounds, beam=args.beam,
+                          proposals_per_member=args.proposals, seed=args.seed, baselines=(), trials=args.trials,
+                          profile=args.profile, experience=store, family=PROBLEMS.get(name), progress=say)
     traj = trajectory(run_dir)
     return {"run_dir": str(run_dir), "wall_s": round(time.monotonic() - started, 1), "evaluations": len(traj),
             "trajectory": [None if x is None else round(x, 4) for x in traj],
@@ -124,7 +136,9 @@ def leave_one_out_store(db: Path, sources: list[Path]) -> int:
         n = 0
         for src in sources:
             with ExperienceStore(src, seed=False, create=False) as other:
-                n += store.add_many(other.list(), skip_existing=True)
+                records = other.list()
+                store.add_many(records, skip_existing=True)  # again after a resume: nothing new
+                n += len(records)
     return n
 
 
@@ -210,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proposals", type=int, default=None, help="per beam member per round (default 4; --small 2)")
     ap.add_argument("--trials", type=int, default=None, help="verification trials (default 3; --small 1)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-profile", dest="profile", action="store_false", default=None,
+                    help="no ncu profile of the beam (faster; no diagnosis: the packs rank nothing). Default: "
+                         "profile on a GPU, not with --small")
     ap.add_argument("-o", "--out", default=str(ROOT / "benchmarks" / "results" / "transfer"))
     args = ap.parse_args(argv)
     small = args.small
@@ -217,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     args.rounds = args.rounds or (3 if small else 8)
     args.proposals = args.proposals or (2 if small else 4)
     args.trials = args.trials or (1 if small else 3)
+    args.profile = (not small) if args.profile is None else args.profile
     names = args.problems.split(",") if args.problems else (SMALL_PROBLEMS if small else list(PROBLEMS))
     unknown = [n for n in names if n not in PROBLEMS]
     if unknown:
@@ -225,8 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stamp = started.strftime("%Y%m%d-%H%M%S")
-    work = out / f"runs-{stamp}"
+    work = out / "runs"
+    settings = {"small": small, "budget_evals": args.budget_evals, "rounds": args.rounds, "beam": args.beam,
+                "proposals": args.proposals, "trials": args.trials, "seed": args.seed, "optimizer": "knobs",
+                "baselines": "none", "profile": args.profile, "problems": names}
+    work.mkdir(parents=True, exist_ok=True)
+    saved = work / "settings.json"
+    if saved.is_file() and json.loads(saved.read_text()) != settings:
+        print(f"{out}: holds runs with other settings ({saved}); give another -o", file=sys.stderr)
+        return 2
+    saved.write_text(json.dumps(settings, indent=2) + "\n")
     results: dict[str, Any] = {n: {"family": PROBLEMS[n]} for n in names}
     for name in names:  # A: each problem alone, its own empty store
         print(f"A {name}", flush=True)
@@ -234,12 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:  # B: a store of the other problems' A outcomes
         db = work / "B" / f"{name}.db"
         db.parent.mkdir(parents=True, exist_ok=True)
+        if not (work / "B" / name / "events.jsonl").is_file():
+            db.unlink(missing_ok=True)  # built afresh from the A stores, never with B's own records
         n = leave_one_out_store(db, [work / "A" / f"{o}.db" for o in names if o != name])
         print(f"B {name} ({n} records of the other problems)", flush=True)
         results[name]["B"] = {**run_one(name, work / "B" / name, db, args), "store_records": n}
-    settings = {"small": small, "budget_evals": args.budget_evals, "rounds": args.rounds, "beam": args.beam,
-                "proposals": args.proposals, "trials": args.trials, "seed": args.seed, "optimizer": "knobs",
-                "baselines": "none", "profile": not small}
     doc = {"settings": settings, "summary": summarize(results), "results": results,
            "provenance": provenance(started, small)}
     (out / "transfer.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -183,3 +183,21 @@ def test_transform_names_only_where_the_precondition_holds() -> None:
     single, advice = ranked(["triton", "row_loop", "reduction"])
     assert single.transform is None and "single_pass_row does not apply here" in single.reason
     assert "single-pass-row" not in dict(advice.transforms())
+
+
+def test_cli_recommends_and_names_where_to_start_after_many_knob_runs(tmp_path: Path) -> None:
+    """`experience recommend` after ~120 knob-run records on one kernel: not 'no recommendation' but the
+    knob search that worked there, and the fastest configuration measured, to start from."""
+    from click.testing import CliRunner
+
+    from kernelopt.cli import main
+
+    db = tmp_path / "e.db"
+    with ExperienceStore(db, seed=False) as s:
+        s.add_many([knob_run("row_sum", i, 2.0, 2.0 / (1 + i / 100), {"BLOCK": 64 + i}) for i in range(120)])
+    res = CliRunner().invoke(main, ["experience", "recommend", "--db", str(db), "--kernel", "row_sum",
+                                    "--backend", "triton", "--device", "NVIDIA H100 80GB HBM3", "--no-packs"])
+    assert res.exit_code == 0, res.output
+    assert "no recommendation" not in res.output
+    assert f"1. {LEGACY_KNOBS}" in res.output
+    assert "start from: BLOCK=183" in res.output
