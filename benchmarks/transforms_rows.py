@@ -100,25 +100,33 @@ def run(name: str, tmp: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
+    for r in rows:
+        print(f"| {r['case']} | {r['variant']} | {fmt(r['median_ms'])} | {fmt(r['vs_draft'])} | "
+              f"{fmt(r['vs_compile'])} | {(r['failure'] or '')[:80]} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--warps", help="comma-separated num_warps values to try (default: %s)" % WARPS)
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
+    if args.warps:
+        WARPS[:] = [int(w) for w in args.warps.split(",")]
     rows: list[dict[str, Any]] = []
+    # Each case's rows are printed and saved as it finishes: a device call cut off at its
+    # limit keeps every case it finished.
+    print("| case | variant | median ms | x draft | x compile | failure |")
+    print("|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as d:
         for name in args.cases.split(","):
-            rows += run(name, Path(d))
-            print(f"done {name}", file=sys.stderr, flush=True)
-    print("| case | variant | median ms | x draft | x compile | failure |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
-        print(f"| {r['case']} | {r['variant']} | {fmt(r['median_ms'])} | {fmt(r['vs_draft'])} | "
-              f"{fmt(r['vs_compile'])} | {(r['failure'] or '')[:80]} |")
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
-
+            case_rows = run(name, Path(d))
+            print_rows(case_rows)
+            rows += case_rows
+            if args.out:
+                args.out.write_text(json.dumps(rows, indent=1))
 
 if __name__ == "__main__":
     main()
