@@ -3,7 +3,7 @@
 Run as a script in a process without TRITON_INTERPRET (the tests' own process interprets):
     python3 tests/sm90_compile.py FILE KERNEL '{"BLOCK": 1024}'
 Parameters: constexprs take the given values, pointers (bare terms of a tl.load/tl.store
-address) are *fp32, every other parameter i32. Prints {"ok": true, "ptx_lines": N} or
+address, or of an atomic's) are *fp32, every other parameter i32. Prints {"ok": true, "ptx_lines": N} or
 {"ok": false, "error": "..."}. It catches what only the compiler checks: scalar types
 through tl.where and if, tl.range over runtime bounds, tl.dot operand layouts.
 """
@@ -29,7 +29,7 @@ def main() -> None:
     p = parse(source, path)
     k = p.kernels[kname]
     ptrs: set[str] = set()
-    for attr in ("load", "store"):
+    for attr in ("load", "store", "atomic_add", "atomic_max", "atomic_min"):
         for c in tl_calls(k.fn, p.al, attr):
             ptrs |= {t.id for t in _addends(c.args[0]) if isinstance(t, ast.Name)}
     sig = {n: "constexpr" if n in k.constexprs else "*fp32" if n in ptrs else "i32" for n in k.params}

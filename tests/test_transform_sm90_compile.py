@@ -51,6 +51,23 @@ CASES = {
                   "xwt", {"R": 64, "C": 64, "KB": 32}),
     "dot_plain": (lambda: T("dot_inner_product").apply(read(FIX / "matmul_broadcast_reduce.py"), "outer_sum_mm"),
                   "outer_sum_mm", {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}),
+    "single_pass_softmax": (lambda: T("single_pass_row").apply(read(S / "softmax" / "kernel.py"), "softmax_kernel"),
+                            "softmax_kernel", {"BLOCK": 1024}),
+    "single_pass_rmsnorm": (lambda: T("single_pass_row").apply(read(S / "rmsnorm" / "kernel.py"), "rmsnorm_kernel"),
+                            "rmsnorm_kernel", {"BLOCK": 1024}),
+    "online_softmax": (lambda: T("single_pass_row").apply(read(S / "softmax" / "kernel.py"), "softmax_kernel@online"),
+                       "softmax_kernel", {"BLOCK": 1024}),
+    "online_layernorm": (lambda: T("single_pass_row").apply(read(FIX / "layernorm_three_pass.py"),
+                                                            "ln_three_pass@online"), "ln_three_pass", {"BLOCK_D": 1024}),
+    "rows_per_program_softmax": (lambda: T("rows_per_program").apply(read(S / "softmax" / "kernel.py"),
+                                                                     "softmax_kernel"),
+                                 "softmax_kernel", {"BLOCK": 1024, "ROWS_PER_PROGRAM": 4}),
+    "rows_per_program_2d": (lambda: T("rows_per_program").apply(read(S / "max_dim1" / "kernel.py"), "max_dim1_kernel"),
+                            "max_dim1_kernel", {"BLOCK_N": 32, "ROWS_PER_PROGRAM": 4}),
+    "split_row_sum": (lambda: T("split_reduction").apply(read(S / "row_sum" / "kernel.py"), "row_sum_kernel"),
+                      "row_sum_kernel", {"BLOCK": 64, "SPLIT": 4}),
+    "split_scalar_mean": (lambda: T("split_reduction").apply(read(S / "cross_entropy" / "kernel.py"), "mean_kernel"),
+                          "mean_kernel", {"BLOCK": 256, "SPLIT": 4}),
 }
 
 
