@@ -69,10 +69,30 @@ def test_declines_what_is_not_one_program_per_row():
     assert "program_id(0)" in reasons[("cross_entropy", "mean_kernel")].reason
     assert reasons[("cross_entropy", "row_loss_kernel")].applies
     early = (SUITE / "row_sum" / "kernel.py").read_text().replace(
-        "    row = tl.program_id(0)\n", "    row = tl.program_id(0)\n    if row < 0:\n        return\n")
+        "        acc += tl.load(", "        if start > n_cols:\n            return\n        acc += tl.load(")
     (r,) = T.sites(early)
     assert not r.applies and "returns early" in r.reason
     with pytest.raises(TransformError, match="returns early"):
         T.apply(early, "row_sum_kernel")
     with pytest.raises(TransformError, match="not a positive integer"):
         T.apply((SUITE / "row_sum" / "kernel.py").read_text(), "row_sum_kernel", ROWS_PER_PROGRAM=0)
+
+
+GUARDED = (SUITE / "log_softmax" / "kernel.py").read_text().replace(
+    "    row = tl.program_id(0)\n",
+    "    row = tl.program_id(0)\n    if row >= n_rows:\n        return\n    if tl.program_id(0) < 0: return\n").replace(
+    "n_cols, BLOCK: tl.constexpr)", "n_cols, n_rows, BLOCK: tl.constexpr)").replace(
+    "(x, y, cols, BLOCK=", "(x, y, cols, rows, BLOCK=")
+
+
+@pytest.mark.slow
+def test_guard_returns_become_conditions_on_the_row(tmp_path):
+    # `if row >= n_rows: return` is common; inside the row loop it must end that row only
+    assert "return\n" in GUARDED and "n_rows, BLOCK" in GUARDED
+    out = T.apply(GUARDED, "log_softmax_kernel", ROWS_PER_PROGRAM=4)
+    import ast
+
+    fn = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.FunctionDef) and n.name == "log_softmax_kernel")
+    assert not any(isinstance(n, ast.Return) for n in ast.walk(fn))
+    assert "if not (row >= n_rows):" in out and "if not (row_id < 0):" in out
+    verify_all(tmp_path, SUITE / "log_softmax" / "problem.py", [{"ROWS": "5", "COLS": "33"}], [GUARDED, out])

@@ -64,6 +64,9 @@ CASES = {
                                  "softmax_kernel", {"BLOCK": 1024, "ROWS_PER_PROGRAM": 4}),
     "rows_per_program_2d": (lambda: T("rows_per_program").apply(read(S / "max_dim1" / "kernel.py"), "max_dim1_kernel"),
                             "max_dim1_kernel", {"BLOCK_N": 32, "ROWS_PER_PROGRAM": 4}),
+    "rows_per_program_guarded": (lambda: T("rows_per_program").apply(read(S / "row_sum" / "kernel.py").replace(
+        "    row = tl.program_id(0)\n", "    row = tl.program_id(0)\n    if row >= n_cols:\n        return\n"),
+        "row_sum_kernel"), "row_sum_kernel", {"BLOCK": 64, "ROWS_PER_PROGRAM": 4}),
     "split_row_sum": (lambda: T("split_reduction").apply(read(S / "row_sum" / "kernel.py"), "row_sum_kernel"),
                       "row_sum_kernel", {"BLOCK": 64, "SPLIT": 4}),
     "split_scalar_mean": (lambda: T("split_reduction").apply(read(S / "cross_entropy" / "kernel.py"), "mean_kernel"),

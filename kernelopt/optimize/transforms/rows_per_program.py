@@ -15,10 +15,13 @@ the end (the last program's tail) do nothing. Every launch divides the grid's fi
 dimension by ROWS_PER_PROGRAM (cdiv, read from META so the two always agree) and passes the
 row count it had; ROWS_PER_PROGRAM is a literal launch argument: a knob.
 
+A top-level guard `if cond: return` (a row past the end) would end the whole program inside
+the loop; it becomes `if not (cond):` around the rest of the body, so it ends that row only.
+
 It declines kernels whose axis-0 program index is a flat tile index (`pid * BLOCK`: an
 elementwise kernel; a larger BLOCK is that kernel's knob), kernels that read
-`tl.num_programs(0)` (a persistent or grid-stride loop), that `return` early (it would skip
-the program's later rows), that take parameters with defaults, and launches whose grid is
+`tl.num_programs(0)` (a persistent or grid-stride loop), that `return` anywhere else (it
+would skip the program's later rows), that take parameters with defaults, and launches whose grid is
 not a tuple written in the source or whose row count depends on the launch's META.
 """
 
@@ -38,6 +41,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     decline,
     fresh,
     grid_of,
+    line_span,
     parse_for_apply,
     parse_for_sites,
     program_ids,
@@ -47,7 +51,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     triton_module,
     used_names,
 )
-from kernelopt.source import Edit, JitKernel, apply_edits, indent_of
+from kernelopt.source import Edit, JitKernel, SourceFile, apply_edits, indent_of
 
 NAME = "rows_per_program"
 PARAM = "ROWS_PER_PROGRAM"
@@ -90,6 +94,22 @@ def _body(fn: ast.FunctionDef) -> list[ast.stmt]:
     return body
 
 
+def _guards(fn: ast.FunctionDef) -> list[ast.If]:
+    """Top-level `if cond: return` statements (no value, no else) of the kernel body."""
+    return [s for s in fn.body if isinstance(s, ast.If) and not s.orelse and len(s.body) == 1
+            and isinstance(s.body[0], ast.Return) and s.body[0].value is None]
+
+
+def _with_replaced(src: SourceFile, node: ast.AST, spans: set[tuple[int, int]], text: str) -> str:
+    """The source of `node` with each of `spans` inside it replaced by `text`."""
+    start, end = src.start(node), src.end(node)
+    out, pos = b"", start
+    for s, e in sorted(sp for sp in spans if start <= sp[0] and sp[1] <= end):
+        out += src.data[pos:s] + text.encode()
+        pos = e
+    return (out + src.data[pos:end]).decode("utf-8")
+
+
 class RowsPerProgram:
     name = NAME
     backend = "triton"
@@ -111,8 +131,11 @@ class RowsPerProgram:
             return "reads tl.num_programs (a persistent or grid-stride loop): programs are not rows"
         if _flat_tile_index(k, pids[0]):
             return "program_id(0) indexes BLOCK-sized tiles of a flat range (an elementwise kernel), not rows"
-        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)):
-            return "returns early: inside a loop over rows that would skip the program's later rows"
+        guards = _guards(fn)
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom)) or (isinstance(n, ast.Return) and not any(
+                n is g.body[0] for g in guards)) for n in ast.walk(fn)):
+            return ("returns early other than by `if cond: return` at the top level: inside a loop over rows "
+                    "that would skip the program's later rows")
         if fn.args.defaults or fn.args.kw_defaults or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs:
             return "takes parameters with defaults, *args or keyword-only parameters"
         if fn not in p.src.tree.body:
@@ -193,7 +216,18 @@ class RowsPerProgram:
         edits.append((at, at, f"{inner}for {r} in range(0, {PARAM}):  # {PARAM} consecutive rows per program\n"
                               f"{inner}{unit}{pid} = {tl}.program_id(0) * {PARAM} + {r}\n"
                               f"{inner}{unit}if {pid} < {n_rows}:\n"))
-        edits += reindent_edits(src, body[0].lineno, fn.end_lineno or fn.lineno, add=unit * 2)
+        guards = _guards(fn)
+        guard_spans = [line_span(src, g) for g in guards]
+        edits += reindent_edits(src, body[0].lineno, fn.end_lineno or fn.lineno, add=unit * 2, skip=guard_spans)
+        pid_spans = {(src.start(c), src.end(c)) for c in program_ids(k, p.al)[0]}
+        for g, (gs, ge) in zip(guards, guard_spans):
+            # `if cond: return` ends this row only: the rest of the body runs under `if not cond:`
+            test = _with_replaced(src, g.test, pid_spans, pid)
+            edits = [e for e in edits if not (gs <= e[0] < ge and (e[0], e[1]) in pid_spans)]
+            edits.append((gs, ge, f"{indent_of(src, g)}if not ({test}):  # was: return early\n"))
+            if (g.end_lineno or g.lineno) < (fn.end_lineno or fn.lineno):
+                edits += reindent_edits(src, (g.end_lineno or g.lineno) + 1, fn.end_lineno or fn.lineno, add=unit,
+                                        skip=guard_spans)
         for launch in plan:
             edits.append(launch.grid_edit)
             edits.append(add_launch_kwargs(p, launch.call, [(n_rows, launch.rows), (PARAM, str(rows_per))]))
