@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kernelopt.models.harness import Problem
 from kernelopt.models.optimize import Attempt, OptimizeContext, Proposal, Version
 from kernelopt.optimize.knobs import discover_knobs, knob_values
@@ -128,3 +130,30 @@ def test_the_loop_keeps_a_rewrite_that_reports_its_parents_knob_values(tmp_path:
     assert len(ids) == 2  # both rewrites; the knob duplicate of v1 is dropped
     texts = [(tmp_path / "run" / i / "kernel.py").read_text() for i in ids]
     assert NEW_LINE in texts[0] and NEW_LINE in texts[1]
+
+
+@pytest.mark.slow
+def test_every_single_knob_move_of_every_kernel_here_keeps_the_structure() -> None:
+    """Every knob of the suite drafts, the examples and the transform fixtures, moved to every value of
+    its domain: the structure hash stays (an autotune config's num_stages added as a keyword included)."""
+    files = sorted((ROOT / "benchmarks" / "suite").glob("*/kernel.py")) + sorted(
+        (ROOT / "tests" / "fixtures" / "transforms").glob("*.py")) + sorted((ROOT / "examples").glob("*/kernel.py"))
+    moves = 0
+    for path in files:
+        text = path.read_text()
+        try:
+            knobs = discover_knobs(text, str(path))
+        except Exception:  # noqa: BLE001 - a fixture that is not a candidate
+            continue
+        base = structure_hash(text, str(path))
+        for k in knobs:
+            for value in k.domain:
+                if value == k.value and type(value) is type(k.value):
+                    continue
+                try:
+                    moved = set_knobs(text, {k.name: value}, str(path))
+                except Exception:  # noqa: BLE001 - a value this file cannot take
+                    continue
+                moves += 1
+                assert structure_hash(moved, str(path)) == base, (path.name, k.name, k.value, value)
+    assert moves > 1000

@@ -112,7 +112,7 @@ def structure_hash(source: str, path: str = "<candidate>") -> str:
     for site in sites:
         if site.span is None:
             continue  # absent: already the canonical form
-        hit = keywords.get(site.span[0]) if site.kind in ("launch", "directive") else None
+        hit = keywords.get(site.span[0]) if site.kind in ("launch", "directive", "autotune") else None
         if hit is not None and hit[1].arg == (site.kwarg or hit[1].arg):
             call, kw = hit
             edits.append((*keyword_delete_span(src, call, kw), ""))
