@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.exhaustive_from:
         for case, r in json.loads(Path(path).read_text())["results"].items():
             earlier[case] = {**r, "_from": str(path)}
-    from kernelopt.devices import measure_ceilings
+    from kernelopt.harness.ceilings import measure_ceilings
 
     started = datetime.datetime.now(datetime.timezone.utc)
     ceilings = measure_ceilings()

@@ -31,7 +31,7 @@ def files(where: str) -> list[Path]:
     ("report", ("kernelopt.optimize",)),  # report reads the run directory from the floor (kernelopt.rundir)
     ("harness/worker", ("kernelopt.profile",)),  # device ceilings are the floor's (kernelopt.devices)
     ("experience", ("kernelopt.profile", "kernelopt.recommend", "kernelopt.strategies")),  # storage and search only
-    ("devices", ("kernelopt.profile", "kernelopt.optimize", "kernelopt.report")),
+    ("devices", ("kernelopt.profile", "kernelopt.optimize", "kernelopt.report", "kernelopt.harness")),
     ("rundir", ("kernelopt.optimize.", "kernelopt.report", "kernelopt.harness")),
 ])
 def test_no_upward_import(where: str, forbidden: tuple[str, ...]) -> None:

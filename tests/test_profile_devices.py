@@ -7,7 +7,7 @@ import pytest
 
 from kernelopt.models.metrics import Metrics
 from kernelopt.devices import (
-    Ceilings, _store, cache_path, cached_ceilings, compute_peak, dram_peak, known_devices, lookup_device,
+    Ceilings, cache_path, cached_ceilings, compute_peak, dram_peak, known_devices, lookup_device, store_ceilings,
 )
 from kernelopt.profile.devices import attach_roofline, roofline
 
@@ -54,7 +54,7 @@ def test_roofline_from_datasheet():
 
 
 def test_measured_ceilings_win_and_are_said():
-    _store(Ceilings(device="NVIDIA H200", driver="580.1", dram_bytes_per_s=4.0e12, flops={"fp32": 50e12},
+    store_ceilings(Ceilings(device="NVIDIA H200", driver="580.1", dram_bytes_per_s=4.0e12, flops={"fp32": 50e12},
                     measured_at="2026-11-22T00:00:00+00:00"))
     assert json.loads(cache_path().read_text())["NVIDIA H200|580.1"]["dram_bytes_per_s"] == 4.0e12
     assert cached_ceilings("NVIDIA H200").dram_bytes_per_s == 4.0e12
@@ -69,7 +69,7 @@ def test_one_choice_of_peaks_and_its_fallbacks():
     """Measured where cached, else the datasheet, per figure; `highest` (a floor on time) takes the larger."""
     assert dram_peak("NVIDIA H200") == (4.8e12, "datasheet DRAM (NVIDIA H200 SXM)")
     assert dram_peak("Tesla K80") == (None, None) and compute_peak("NVIDIA H200", None) == (None, None)
-    _store(Ceilings(device="NVIDIA H200", driver="580.1", dram_bytes_per_s=4.0e12, flops={"fp32": 50e12},
+    store_ceilings(Ceilings(device="NVIDIA H200", driver="580.1", dram_bytes_per_s=4.0e12, flops={"fp32": 50e12},
                     measured_at="2026-11-22T00:00:00+00:00"))
     assert dram_peak("NVIDIA H200") == (4.0e12, "measured DRAM")
     assert dram_peak("NVIDIA H200", highest=True) == (4.8e12, "datasheet DRAM (NVIDIA H200 SXM)")

@@ -75,7 +75,7 @@ def env(required: tuple[str, ...], as_json: bool, measure: bool = False) -> None
 
     info = collect_env()
     if measure:
-        from kernelopt.devices import describe_ceilings, measure_ceilings
+        from kernelopt.harness.ceilings import describe_ceilings, measure_ceilings
 
         info.measured = measure_ceilings().model_dump(mode="json")
         emit(info, as_json, lambda e: format_env(e) + "\n" + describe_ceilings(e.measured))
