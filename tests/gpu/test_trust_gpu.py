@@ -11,6 +11,7 @@ clock with the guard switched off fakes no GPU time; and that GPU times still co
 from __future__ import annotations
 
 from pathlib import Path
+import os
 
 import pytest
 
@@ -32,6 +33,7 @@ def _cands(*names: str) -> list:
 def test_examples_pass_and_are_timed_in_every_mode(isolate):
     from kernelopt.harness.evaluate import resolve_isolation
 
+    os.environ.setdefault("KERNELOPT_SANDBOX_CUDA", "1")  # this test is what must prove it on a GPU
     if isolate == "sandbox" and resolve_isolation("sandbox", ["cuda:0"]) != "sandbox":
         pytest.skip("no sandbox on this host")
     problem = load_problem(EXAMPLES / "softmax" / "problem.py")
