@@ -2,6 +2,7 @@
 # One lent-GPU session: everything kernelopt measures on a GPU, by phase, tarred into $OUT.
 #   KERNELOPT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_session.sh PHASE ...
 #   phases: tests zoo-test demo env timing examples profile-cost zoo-profile zoo-time knob-search resume suite
+#           throughput racing
 # The lent machine gets the work tree without .git, so the commit comes from outside
 # (KERNELOPT_COMMIT) and lands in every result's provenance.
 # Run from the repository root on the GPU host (no package index there): the wheels
@@ -52,6 +53,16 @@ for phase in "$@"; do
       timeout --signal=TERM --kill-after=20 "${SUITE_SECONDS:-480}" python3 -m kernelopt suite run benchmarks/suite \
         --budget-minutes 1 --rounds 4 ${SUITE_ARGS:-} -o "$so" 2>&1 | grep -E "^\[|skipped|resum|rror" | tail -40
       tar -czf "$OUT/suite_out.tgz" -C "$so" . ;;
+    throughput)
+      # Evaluations per GPU-minute and fixed overhead per problem, cold then warm caches (issue #23).
+      log "throughput (${THROUGHPUT_PROBLEMS:-default problems})"
+      python3 benchmarks/throughput.py "$OUT/r/throughput_${gpu}.json" ${THROUGHPUT_PROBLEMS:+--problems $THROUGHPUT_PROBLEMS} \
+        ${THROUGHPUT_ARGS:-} 2>&1 | tail -20 ;;
+    racing)
+      # Every raced-out candidate re-timed in full: none may have belonged in the beam (issue #23).
+      log "racing check (${RACING_PROBLEMS:-default problems})"
+      python3 benchmarks/racing_check.py "$OUT/r/racing_check_${gpu}.json" ${RACING_PROBLEMS:+--problems $RACING_PROBLEMS} \
+        ${RACING_ARGS:-} 2>&1 | grep -v "^  " | tail -20 ;;
     resume)
       # Kill then --resume against an uninterrupted run (issue #11).
       log "resume check"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +63,9 @@ def lookup_device(name: str | None) -> DeviceSpec | None:
 # ---------------------------------------------------------------- measured ceilings
 
 def cache_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kernelopt" / "ceilings.json"
+    from kernelopt.harness.cache import cache_dir
+
+    return cache_dir() / "ceilings.json"
 
 
 def _cache_key(device: str, driver: str | None) -> str:

@@ -454,8 +454,9 @@ class RunDir:
         self.config = config
         return config
 
-    def record_baselines(self, timings: dict[str, Timing]) -> None:
-        self.append("baselines", timings=timings)
+    def record_baselines(self, timings: dict[str, Timing], cached: list[str] | None = None) -> None:
+        """`cached`: the labels that came from the user's baseline cache (kernelopt.harness.cache)."""
+        self.append("baselines", timings=timings, cached=list(cached or []))
 
     def record_retimed(self, timings: dict[str, TimingStats]) -> None:
         """The final interleaved re-timing of the best few: version id -> stats."""

@@ -369,8 +369,8 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
     say = lambda text: progress(f"{name}: {text}")  # noqa: E731 - every line names its problem
     tell = lambda text: status(f"{name}: {text}")  # noqa: E731
     common: dict[str, Any] = dict(devices=devices, progress=say, status=tell, engine_progress=engine_progress,
-                                  **{k: options[k] for k in ("baselines", "trials", "timeout_s", "profile", "experience")
-                                     if k in options})
+                                  **{k: options[k] for k in ("baselines", "trials", "timeout_s", "profile", "experience",
+                                                             "cache") if k in options})
     started = time.monotonic()
     failure: str | None = None
     state = RunDir.open(run_dir, readonly=True).replay() if (run_dir / "events.jsonl").is_file() else None
@@ -392,7 +392,7 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
             loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=run_dir, overrides=overrides,
                           optimizer=optimizer, family=family, budget_minutes=budget_minutes, budget_evals=budget_evals,
                           **{k: options[k] for k in ("rounds", "beam", "proposals_per_member", "seed", "executor",
-                                                     "optimizer_options") if k in options},
+                                                     "optimizer_options", "race") if k in options},
                           **common)
     except CandidateFailed as exc:
         failure = _one_line(str(exc))
@@ -442,6 +442,8 @@ def run_suite(
     timeout_s: float = 300.0,
     profile: bool = True,
     experience: bool | str | Path = True,
+    cache: bool = True,
+    race: bool = True,
     optimizer_options: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
@@ -491,7 +493,7 @@ def run_suite(
         options: dict[str, Any] = dict(rounds=rounds, beam=beam, proposals_per_member=proposals_per_member, seed=seed,
                                        executor=executor, optimizer_options=dict(optimizer_options or {}),
                                        baselines=tuple(baselines), trials=trials, timeout_s=timeout_s,
-                                       profile=profile, experience=experience)
+                                       profile=profile, experience=experience, cache=cache, race=race)
         started_at, started = now_iso(), time.monotonic()
         commit = git_commit()  # once: each row finished by this process carries it
         done = {r.name: r for r in read_results(out / RESULTS)}

@@ -143,3 +143,218 @@ def test_a_resumed_run_counts_what_the_earlier_process_spent(tmp_path: Path, mon
     state = loop_mod.resume(run, profile=False, experience=False)
     assert state.finished and state.stop_reason in ("time budget", "evaluation budget")
     assert sum(1 for e in _events(run) if e["type"] == "evaluated") == 3  # nothing more was searched
+
+
+# --------------------------------------------------------------------------- the baseline cache
+
+
+def _stats(ms: float) -> Any:
+    from kernelopt.models.harness import TimingStats
+
+    return TimingStats(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, cv=0.0, count=10, warmup_count=3,
+                       l2_flush_bytes=0)
+
+
+def test_baselines_are_timed_once_per_problem_shape_and_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt.harness import cache
+    from kernelopt.models.harness import Timing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    problem_file = tmp_path / "problem.py"
+    problem_file.write_text(AXPY.read_text())
+    calls: list[list[str]] = []
+
+    def time_them(names: list[str]) -> dict[str, Timing]:
+        calls.append(list(names))
+        return {n: Timing(label=n, stats=_stats(1.0 + len(calls))) if n == "eager" else Timing(label=n, error="boom")
+                for n in names}
+
+    def once(overrides: dict[str, str] | None = None, *, enabled: bool = True, timing: dict[str, Any] | None = None,
+             device: str = "NVIDIA H100 80GB HBM3") -> tuple[dict[str, Timing], list[str]]:
+        problem = load_problem(problem_file, overrides or {"N": "300"})
+        return cache.baselines_once(problem, ["eager", "compile"], device=device, seed=0, timing=timing or {},
+                                    enabled=enabled, time_them=time_them)
+
+    first, hit = once()
+    assert calls == [["eager", "compile"]] and hit == []
+    assert cache.baselines_path() == tmp_path / "xdg" / "kernelopt" / "baselines.json"
+    again, hit = once()
+    # eager from the cache, the same figure; compile failed, so it is not cached and is timed again.
+    assert hit == ["eager"] and calls[-1] == ["compile"]
+    assert again["eager"].stats == first["eager"].stats and again["compile"].error == "boom"
+    n = len(calls)
+    once({"N": "301"})  # another shape
+    once(timing={"min_ms": 50.0})  # other timing options
+    once(device="NVIDIA H200")  # another device
+    once(enabled=False)  # --no-cache: timed, not read
+    assert [c[0] for c in calls[n:]] == ["eager"] * 4
+    problem_file.write_text(AXPY.read_text() + "\n# edited\n")  # the file's content changed
+    _, hit = once()
+    assert hit == [] and calls[-1] == ["eager", "compile"]
+    monkeypatch.setattr(cache, "library_versions", lambda: {"torch": "9.9", "triton": None, "cuda": None,
+                                                            "driver": None})
+    _, hit = once()  # another torch
+    assert hit == []
+
+
+def test_a_damaged_cache_is_rebuilt_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt.harness import cache
+    from kernelopt.models.harness import Timing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache.baselines_path().parent.mkdir(parents=True)
+    cache.baselines_path().write_text("{broken")
+    problem = load_problem(AXPY, {"N": "300"})
+    timings, hit = cache.baselines_once(problem, ["eager"], device="gpu", seed=0, timing={}, enabled=True,
+                                        time_them=lambda names: {n: Timing(label=n, stats=_stats(2.0)) for n in names})
+    assert hit == [] and timings["eager"].stats is not None
+    assert len(json.loads(cache.baselines_path().read_text())) == 1
+
+
+def test_no_cache_reaches_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelopt.harness.evaluate as evaluate_mod
+
+    assert Engine(load_problem(AXPY, {"N": "300"}), cache=False).configs[0].cache is False
+    seen: list[Any] = []
+
+    def engine(problem: Any, **kw: Any) -> FakeEngine:
+        seen.append(kw.get("cache"))
+        return FakeEngine(problem)
+
+    monkeypatch.setattr(evaluate_mod, "Engine", engine)
+    common = dict(overrides={"M": "64", "K": "256"}, optimizer="knobs", budget_evals=1, rounds=1, profile=False,
+                  experience=False)
+    loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "a", cache=False, **common)
+    loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "b", **common)
+    assert seen == [False, True]
+
+
+def test_the_cli_passes_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    import kernelopt.harness.bench as bench_mod
+    import kernelopt.suite as suite_mod
+    from kernelopt.cli import main
+
+    seen: dict[str, Any] = {}
+
+    def stop(name: str) -> Callable[..., Any]:
+        def fake(*args: Any, **kw: Any) -> Any:
+            seen[name] = kw.get("cache")
+            raise SystemExit(0)
+        return fake
+
+    monkeypatch.setattr(loop_mod, "optimize", stop("optimize"))
+    monkeypatch.setattr(suite_mod, "run_suite", stop("suite"))
+    monkeypatch.setattr(bench_mod, "bench_many", stop("bench"))
+    runner = CliRunner()
+    runner.invoke(main, ["optimize", str(MATVEC / "problem.py"), "--kernel", str(MATVEC / "kernel.py"), "--no-cache",
+                         "-o", str(tmp_path / "run")])
+    runner.invoke(main, ["suite", "run", str(tmp_path), "--no-cache", "-o", str(tmp_path / "suite")])
+    runner.invoke(main, ["bench", str(MATVEC / "problem.py"), "--kernel", str(MATVEC / "kernel.py"), "--no-cache"])
+    assert seen == {"optimize": False, "suite": False, "bench": False}
+    runner.invoke(main, ["optimize", str(MATVEC / "problem.py"), "--kernel", str(MATVEC / "kernel.py"),
+                         "-o", str(tmp_path / "run2")])
+    assert seen["optimize"] is True
+
+
+# --------------------------------------------------------------------------- racing
+
+
+def test_the_racing_rule_needs_the_fastest_of_a_few_calls_above_the_bound() -> None:
+    from kernelopt.harness.timing import clearly_slower, mark_raced, race_threshold, sample_calls, summarize
+
+    assert not clearly_slower([2.0] * 4, 1.0, after=5)  # too few calls to judge
+    assert clearly_slower([2.0, 2.1, 1.9, 2.0, 2.2], 1.0, after=5)
+    assert not clearly_slower([2.0, 2.1, 0.9, 2.0, 2.2], 1.0, after=5)  # one call beat it: not clearly slower
+    assert not clearly_slower([5.0] * 9, None)
+    stats = _stats(1.0).model_copy(update={"iqr_ms": 0.05})
+    assert race_threshold(stats) == pytest.approx(1.1)  # the spread decides, not a fixed ratio
+
+    calls = iter([3.0] * 100)
+    samples, _ = sample_calls(lambda: next(calls), warmup_ms=0, warmup_calls=1, min_ms=100, min_calls=10,
+                              max_calls=1000, stop=lambda s: clearly_slower(s, 1.0, 5))
+    assert samples == [3.0] * 5  # stopped after five, short of min_calls and min_ms
+
+    assert mark_raced(summarize([3.0] * 5), [3.0] * 5, 1.0).raced_out
+    unraced = mark_raced(summarize([3.0, 0.5]), [3.0, 0.5], 1.0)
+    assert not unraced.raced_out and unraced.race_against_ms == 1.0
+    assert mark_raced(summarize([3.0]), [3.0], None).race_against_ms is None
+
+
+def test_a_clearly_slower_candidate_stops_being_timed_and_is_not_verified() -> None:
+    problem = load_problem(AXPY, {"N": "300"})
+    slow, ok = load_candidate(FIX / "axpy_slow.py"), load_candidate(FIX / "axpy_ok.py")
+    with Engine(problem, timeout_s=60.0, cpu_timing_calls=8) as engine:
+        raced, full = engine.evaluate([slow, ok], race_against_ms=20.0)
+        unraced = engine.evaluate([slow])[0]
+    assert raced.raced_out and raced.failure is None and not raced.passed
+    assert raced.verification is None  # never verified, so never promotable
+    assert raced.timing is not None and raced.timing.count == 5 and raced.timing.min_ms > 20.0
+    assert "verify" not in raced.phases
+    # Not clearly slower: fully timed, then verified like any candidate.
+    assert not full.raced_out and full.passed and full.timing.count == 8
+    assert full.verification is not None and len(full.verification.trials) == 3
+    # Without a threshold nothing changes: verified, then fully timed.
+    assert unraced.passed and not unraced.raced_out and unraced.timing.count == 8
+
+
+class RacingEngine(FakeEngine):
+    """The fake engine racing as the real one does: clearly slower than the threshold -> raced out."""
+
+    thresholds: list[float | None] = []
+
+    def evaluate(self, candidates: Sequence[Candidate], *, on_result: Callable[[int, Evaluation], None] | None = None,
+                 race_against_ms: float | None = None, **kw: Any) -> list[Evaluation]:
+        RacingEngine.thresholds.append(race_against_ms)
+
+        def race(i: int, ev: Evaluation) -> None:
+            if race_against_ms is not None and ev.timing is not None and ev.timing.min_ms > race_against_ms:
+                ev.timing = ev.timing.model_copy(update={"count": 5, "raced_out": True,
+                                                         "race_against_ms": race_against_ms})
+            if on_result is not None:
+                on_result(i, ev)
+
+        return super().evaluate(candidates, on_result=race, **kw)
+
+
+@pytest.mark.parametrize("race", [True, False])
+def test_raced_out_versions_are_logged_as_such_and_never_promoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   race: bool) -> None:
+    import kernelopt.harness.evaluate as evaluate_mod
+    from kernelopt.report.run_report import build_report
+
+    RacingEngine.thresholds = []
+    monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: RacingEngine(problem))
+    state = loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "run",
+                              overrides={"M": "64", "K": "256"}, optimizer="knobs", budget_evals=14, rounds=4, beam=2,
+                              proposals_per_member=3, seed=3, profile=False, experience=False, race=race)
+    raced = [v for v in state.versions.values() if v.evaluation and v.evaluation.raced_out]
+    if not race:
+        assert raced == [] and set(RacingEngine.thresholds) == {None}
+        return
+    assert raced, "the fake search was meant to propose clearly slower versions"
+    assert any(t is not None for t in RacingEngine.thresholds) and RacingEngine.thresholds[0] is None  # v0: no beam
+    events = _events(tmp_path / "run")
+    promoted = {vid for e in events if e["type"] == "promoted" for vid in e["beam"]}
+    for v in raced:
+        assert v.id not in promoted and v.evaluation.failure is None
+        logged = next(e for e in events if e["type"] == "evaluated" and e["version"] == v.id)
+        assert logged["evaluation"]["timing"]["raced_out"] is True and logged["evaluation"]["failure"] is None
+    summary = build_report(tmp_path / "run")
+    rows = {r.id: r for r in summary.versions}
+    assert all(rows[v.id].verdict == "raced out" for v in raced)
+    for v in raced:  # the optimizer hears "slower", with the partial median
+        attempt = loop_mod.attempt_of(v, state.versions[v.parent])
+        assert attempt.outcome == "slower" and attempt.median_ms == v.evaluation.timing.median_ms
+
+
+def test_racing_ends_on_the_same_best_as_full_timing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelopt.harness.evaluate as evaluate_mod
+
+    monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: RacingEngine(problem))
+    common = dict(overrides={"M": "64", "K": "256"}, optimizer="knobs", budget_evals=16, rounds=5, beam=2,
+                  proposals_per_member=3, seed=3, profile=False, experience=False)
+    a = loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "a", race=True, **common)
+    b = loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "b", race=False, **common)
+    assert a.best == b.best and a.best != "v0"

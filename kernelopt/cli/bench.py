@@ -40,6 +40,9 @@ from kernelopt.cli.common import dtype_option, emit, json_option, parse_override
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=900.0, show_default=True,
               help="Seconds each candidate may take (loading, compilation, timing) before it is killed.")
 @click.option("--verify", "verify_first", is_flag=True, help="Verify (one trial) before timing; wrong candidates are not timed.")
+@click.option("--no-cache", is_flag=True,
+              help="Time the baselines even if the cache ($XDG_CACHE_HOME/kernelopt, else ~/.cache/kernelopt) "
+                   "holds them, and do not store them.")
 @json_option
 @click.pass_context
 def bench(
@@ -60,6 +63,7 @@ def bench(
     seed: int,
     timeout_s: float,
     verify_first: bool,
+    no_cache: bool,
     as_json: bool,
 ) -> None:
     """Time CANDIDATE on PROBLEM with CUDA events, flushed L2, a launch guard and a
@@ -92,6 +96,7 @@ def bench(
             seed=seed,
             progress=progress.engine_event,
             verify=verify_first,
+            cache=not no_cache,
             warmup_ms=warmup_ms,
             warmup_calls=warmup_calls,
             min_ms=min_ms,

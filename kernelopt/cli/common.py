@@ -96,6 +96,11 @@ def loop_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--experience", "experience_db", type=click.Path(dir_okay=False), default=None, metavar="DB",
                      help="The experience database to ask and record into (default: $KERNELOPT_DB, else "
                           "$XDG_DATA_HOME/kernelopt/experience.db)."),
+        click.option("--no-race", is_flag=True,
+                     help="Time every candidate in full (no early rejection of candidates clearly slower than the beam)."),
+        click.option("--no-cache", is_flag=True,
+                     help="Time the baselines even if the cache ($XDG_CACHE_HOME/kernelopt, else ~/.cache/kernelopt) "
+                          "holds them, and do not store them."),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -77,7 +77,8 @@ def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple
              optimizer: str, budget_evals: int | None, budget_minutes: float | None, rounds: int, beam: int,
              proposals_per_member: int, seed: int, run_dir: str | None, resume_dir: str | None, executor: str,
              baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool, experience_db: str | None,
-             provider: str | None, model: str | None, base_url: str | None, api_key: str | None,
+             no_race: bool, no_cache: bool, provider: str | None, model: str | None, base_url: str | None,
+             api_key: str | None,
              api_key_file: str | None, llm_command: str | None, repairs: int, as_json: bool) -> None:
     """Search for a faster kernel that is still correct, starting from CANDIDATE.
 
@@ -97,7 +98,7 @@ def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple
 
     names = parse_baselines(baselines)
     common: dict[str, Any] = dict(baselines=names, trials=trials, timeout_s=timeout_s, profile=not no_profile,
-                                  experience=experience_choice(no_experience, experience_db))
+                                  experience=experience_choice(no_experience, experience_db), cache=not no_cache)
     key = read_api_key(api_key, api_key_file)
     secrets = {"api_key": key} if key else {}
     with TerminalProgress() as progress:
@@ -120,7 +121,8 @@ def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple
             loop.optimize(problem_path, kernel_path, run_dir=state_dir, overrides=parse_overrides(overrides),
                           dtype=dtype, optimizer=optimizer, optimizer_options=options, optimizer_secrets=secrets,
                           budget_evals=budget_evals, budget_minutes=budget_minutes, rounds=rounds, beam=beam,
-                          proposals_per_member=proposals_per_member, seed=seed, executor=executor, **common)
+                          proposals_per_member=proposals_per_member, seed=seed, executor=executor,
+                          race=not no_race, **common)
     summary = build_report(state_dir)
     agent = (optimizer == "agent" and not resume_dir) or (resume_dir and summary.optimizer == "agent")
     if agent and not as_json:

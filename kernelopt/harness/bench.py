@@ -39,6 +39,7 @@ def bench_many(
     seed: int = 0,
     progress: Any = None,
     verify: bool = False,
+    cache: bool = True,
     **timing_opts: Any,
 ) -> list[BenchResult]:
     """Time `candidates` and `baselines` on `problem` through one engine; `timing_opts` go to `time_callable`.
@@ -60,7 +61,7 @@ def bench_many(
     require_cuda("bench")
     options = {**timing_defaults(), **timing_opts, "seed": seed}
     with Engine(problem, baselines=list(baselines), timeout_s=timeout_s, seed=seed, timing=timing_opts,
-                progress=progress, trials=1) as engine:
+                progress=progress, trials=1, cache=cache) as engine:
         evaluations = engine.evaluate(list(candidates), verify=verify, time=True)
     env = collect_env(tools=False)
     device = env.gpus[0].name if env.gpus else "cuda"

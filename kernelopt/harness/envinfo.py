@@ -219,6 +219,15 @@ def _cuda_driver_version() -> str | None:
     return f"{version.value // 1000}.{version.value % 1000 // 10}"
 
 
+def driver_version() -> str | None:
+    """The NVIDIA driver's version without running nvidia-smi (the kernel module's, else libcuda's CUDA level)."""
+    proc = _proc_driver_version()
+    if proc:
+        return proc
+    cuda = _cuda_driver_version()
+    return f"cuda {cuda}" if cuda else None
+
+
 def collect_env(*, tools: bool = True) -> EnvInfo:
     """Describe this machine. `tools=False` skips ncu/nvcc/ptxas (nvidia-smi still runs for clocks)."""
     env = EnvInfo(python=sys.version.split()[0], platform=platform.platform())

@@ -312,6 +312,8 @@ class Engine:
 
     Use as a context manager; `evaluate()` may be called many times (the optimize loop
     does, round after round) and reuses the workers, their inputs and references.
+    `cache=False` times the baselines even where the user's cache holds them
+    (`kernelopt.harness.cache`).
     """
 
     def __init__(
@@ -331,6 +333,7 @@ class Engine:
         timing: dict[str, Any] | None = None,
         progress: ProgressFn | None = None,
         cpu_timing_calls: int = 3,
+        cache: bool = True,
     ) -> None:
         if trials < 1:
             raise BadInput(f"--trials {trials}: need at least 1")
@@ -344,7 +347,7 @@ class Engine:
         self.configs = [
             WorkerConfig(problem=problem, device=d, trials=trials, seed=seed, atol=atol, rtol=rtol,
                          timing=dict(timing or {}), baselines=list(baselines), isolate=isolate, timeout_s=timeout_s,
-                         cpu_timing_calls=cpu_timing_calls)
+                         cpu_timing_calls=cpu_timing_calls, cache=cache)
             for d in self.devices
         ]
         self.workers: list[Worker] = []
@@ -380,11 +383,15 @@ class Engine:
         time: bool = True,
         on_result: ResultFn | None = None,
         workers: int | None = None,
+        race_against_ms: float | None = None,
     ) -> list[Evaluation]:
         """Evaluate `candidates` (spread over the workers); results in the given order.
 
         `workers=1` runs them one after another on the first worker, in order: an
         interleaved re-timing (A-B-B-A) needs one device and one order.
+        `race_against_ms` (racing): each candidate is timed first and stops being timed once
+        it is clearly slower than this (`timing.clearly_slower`); such an evaluation is
+        `raced_out`, unverified and not passed. The others are fully timed and verified.
         """
         self.start()
         jobs: queue.Queue[int] = queue.Queue()
@@ -406,7 +413,8 @@ class Engine:
                     if self.progress is not None:
                         self.progress(ProgressEvent(i, cand.name, text, worker.name, _now() - started))
 
-                ev = worker.evaluate(EvaluateRequest(index=i, candidate=cand, verify=verify, time=time), report)
+                ev = worker.evaluate(EvaluateRequest(index=i, candidate=cand, verify=verify, time=time,
+                                                     race_against_ms=race_against_ms), report)
                 with lock:
                     results[i] = ev
                     if on_result is not None:
@@ -446,6 +454,8 @@ def _now() -> float:
 def _summary(ev: Evaluation) -> str:
     if ev.failure is not None:
         return f"FAIL ({ev.failure.reason})"
+    if ev.raced_out and ev.timing is not None:
+        return f"raced out ({ev.timing.min_ms:.4g} ms > {ev.timing.race_against_ms:.4g} ms after {ev.timing.count} calls)"
     parts = ["PASS" if ev.verification is not None else "ok"]
     if ev.timing is not None:
         parts.append(f"{ev.timing.median_ms:.4g} ms")

@@ -79,6 +79,7 @@ class WorkerConfig(Model):
     isolate: Literal["worker", "candidate", "sandbox"] = "worker"
     timeout_s: float = 300.0
     cpu_timing_calls: int = 3
+    cache: bool = Field(True, description="baselines from / into the user's cache (kernelopt.harness.cache)")
 
 
 def new_nonce() -> str:
@@ -94,6 +95,8 @@ class EvaluateRequest(Model):
     candidate: Candidate
     verify: bool = True
     time: bool = True
+    race_against_ms: float | None = Field(
+        None, description="racing: time first and stop once clearly slower than this (then no verification)")
 
 
 class ShutdownRequest(Model):
@@ -114,6 +117,7 @@ class ReadyReply(Model):
     reference_bytes: int = Field(0, description="bytes of the inputs and outputs: the least DRAM traffic of any kernel")
     setup_s: float = Field(0.0, description="seconds from the worker's start to this reply, baselines_s included")
     baselines_s: float = Field(0.0, description="of setup_s, the seconds spent timing the baselines (0 when cached)")
+    baselines_cached: list[str] = Field(default_factory=list, description="baselines that came from the cache")
 
 
 class ProgressReply(Model):
@@ -172,6 +176,7 @@ class TimeRequest(Model):
 
     type: Literal["time"] = "time"
     timing: dict[str, Any] = Field(default_factory=dict)
+    race_against_ms: float | None = Field(None, description="racing: stop timing once clearly slower than this")
 
 
 class CallRequest(Model):

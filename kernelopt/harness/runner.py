@@ -224,7 +224,8 @@ class Runner:
         call = self.prepared.bound_call("candidate", inputs)
         self._timed = {"n": 0, "judged": None, "infos": None}
         try:
-            stats = time_callable(call, device=self.device, after_call=self._after_timed_call, **req.timing)
+            stats = time_callable(call, device=self.device, after_call=self._after_timed_call,
+                                  race_against_ms=req.race_against_ms, **req.timing)
         except Exception as exc:  # noqa: BLE001
             return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
                                traceback=_candidate_traceback(exc))

@@ -49,6 +49,8 @@ FALLBACK_L2_FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_CALLS = 100_000
 # The warm-up never runs longer than this, even if `warmup_calls` calls take longer.
 _WARMUP_WALL_LIMIT_S = 30.0
+# Racing: timed calls before a candidate may be judged clearly slower (`clearly_slower`).
+RACE_AFTER_CALLS = 5
 
 
 
@@ -124,6 +126,20 @@ def launch_guard_us(host_us: Sequence[float]) -> float:
     return min(LAUNCH_GUARD_CAP_US, LAUNCH_GUARD_FACTOR * p90 + LAUNCH_GUARD_MARGIN_US)
 
 
+def clearly_slower(samples_ms: Sequence[float], race_against_ms: float | None, after: int = RACE_AFTER_CALLS) -> bool:
+    """Racing's rule: after `after` timed calls, even the fastest call was slower than `race_against_ms`.
+
+    The fastest of a few calls is a lower bound on the candidate's median; the threshold is the
+    upper bound of the time to beat (`race_threshold`), so both ends carry their measured spread
+    and no fixed ratio decides."""
+    return race_against_ms is not None and len(samples_ms) >= max(1, after) and min(samples_ms) > race_against_ms
+
+
+def race_threshold(stats: TimingStats) -> float:
+    """The upper bound of a timed candidate's median: median + 2 IQR (about Tukey's upper fence)."""
+    return stats.median_ms + 2.0 * stats.iqr_ms
+
+
 def speedup(baseline: TimingStats | None, candidate: TimingStats | None) -> float | None:
     """Baseline median over candidate median (>1: the candidate is faster)."""
     if baseline is None or candidate is None or candidate.median_ms <= 0:
@@ -159,6 +175,8 @@ def time_callable(
     device: "torch.device | int | str | None" = None,
     max_calls: int = DEFAULT_MAX_CALLS,
     after_call: Callable[[Any], None] | None = None,
+    race_against_ms: float | None = None,
+    race_after: int = RACE_AFTER_CALLS,
 ) -> TimingStats:
     """Time `fn()` on a CUDA device; see the module docstring for the method.
 
@@ -168,6 +186,8 @@ def time_callable(
     `min_ms` counts measured (event) time, not wall time, so a short kernel gets
     more samples. `max_calls` bounds the number of timed calls for very short
     kernels. `launch_guard=False` leaves the host's enqueue time in the figures.
+    `race_against_ms`: stop once the candidate is `clearly_slower` than it (the
+    stats are then partial and say `raced_out`).
     Raises MissingRequirement without CUDA; exceptions from `fn` propagate.
     """
     import torch
@@ -222,16 +242,28 @@ def time_callable(
             min_ms=min_ms,
             min_calls=min_calls,
             max_calls=max_calls,
+            stop=(lambda s: clearly_slower(s, race_against_ms, race_after)) if race_against_ms is not None else None,
         )
 
     del flush_buf
-    return summarize(
+    stats = summarize(
         samples,
         warmup_count=warm_n,
         l2_flush_bytes=flush_bytes,
         method=method_text(flush_l2, sleep is not None),
         launch_guard_us=guard_us if sleep is not None else 0.0,
     )
+    return mark_raced(stats, samples, race_against_ms, race_after)
+
+
+def mark_raced(stats: TimingStats, samples: Sequence[float], race_against_ms: float | None,
+               after: int = RACE_AFTER_CALLS) -> TimingStats:
+    """`stats` with the race recorded: the threshold, and whether the samples are clearly slower."""
+    if race_against_ms is None:
+        return stats
+    # The fastest call only gets faster as calls are added: clearly slower now means it stopped there.
+    return stats.model_copy(update={"race_against_ms": race_against_ms,
+                                    "raced_out": clearly_slower(samples, race_against_ms, after)})
 
 
 def _sleep_cycles_per_us(sleep: Callable[[int], None], start: Any, end: Any, dev: Any) -> float:
@@ -257,10 +289,12 @@ def sample_calls(
     min_calls: int,
     max_calls: int,
     warmup_wall_limit_s: float = _WARMUP_WALL_LIMIT_S,
+    stop: Callable[[list[float]], bool] | None = None,
 ) -> tuple[list[float], int]:
     """The warm-up and sampling rule of `time_callable`: (timed samples, warm-up call count).
 
-    `one_call()` runs one call and returns its measured milliseconds.
+    `one_call()` runs one call and returns its measured milliseconds; `stop(samples)`, checked
+    after each timed call, ends the sampling early (racing).
     """
     # The first call may JIT-compile or autotune on the host between the events: it
     # counts as a warm-up call, but its time does not count towards `warmup_ms`.
@@ -279,15 +313,19 @@ def sample_calls(
         ms = one_call()
         samples.append(ms)
         total += ms
+        if stop is not None and stop(samples):
+            break
     return samples, warm_n
 
 
 def timing_defaults() -> dict[str, Any]:
-    """`time_callable`'s keyword defaults (what a bench uses unless told otherwise)."""
+    """`time_callable`'s keyword defaults (what a bench uses unless told otherwise); racing is per
+    request (the optimize loop's), not a timing option."""
     import inspect
 
     params = inspect.signature(time_callable).parameters.values()
-    return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "after_call")}
+    return {p.name: p.default for p in params
+            if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "after_call") and not p.name.startswith("race_")}
 
 
 

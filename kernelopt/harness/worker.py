@@ -130,6 +130,7 @@ class Verifier:
         self.ref_bytes = sum(v.numel() * v.element_size() for v in [*first, *ref0] if isinstance(v, torch.Tensor))
         self.floor_ms = self._floor_ms()
         baselines_start = time.monotonic()
+        self.baselines_cached: list[str] = []
         self.baselines = self._time_baselines(first)
         self.baselines_s = time.monotonic() - baselines_start
         del first
@@ -166,18 +167,28 @@ class Verifier:
         return self.ref_bytes / peak * 1000.0 if peak else None
 
     def _time_baselines(self, inputs: list[Any]) -> dict[str, Timing]:
+        import torch
+
+        from kernelopt.harness.cache import baselines_once
         from kernelopt.harness.timing import gpu_lock, time_baselines, time_callable
 
         if not self.cuda:
             return {name: Timing(label=name, error="no GPU: baselines are GPU times") for name in self.cfg.baselines}
-        with gpu_lock(self.device):
-            return time_baselines(self.prepared, self.cfg.baselines, inputs,
-                                  lambda fn: time_callable(fn, device=self.device, **self.cfg.timing))
+
+        def time_them(names: list[str]) -> dict[str, Timing]:
+            with gpu_lock(self.device):
+                return time_baselines(self.prepared, names, inputs,
+                                      lambda fn: time_callable(fn, device=self.device, **self.cfg.timing))
+
+        timings, self.baselines_cached = baselines_once(
+            self.cfg.problem, list(self.cfg.baselines), device=torch.cuda.get_device_name(torch.device(self.device)),
+            seed=self.cfg.seed, timing=self.cfg.timing, enabled=self.cfg.cache, time_them=time_them)
+        return timings
 
     def ready(self) -> ReadyReply:
         return ReadyReply(device=self.device_name(), interpreter=not self.cuda, atol=self.atol, rtol=self.rtol,
                           baselines=self.baselines, reference_floor_ms=self.floor_ms, reference_bytes=self.ref_bytes,
-                          setup_s=self.setup_s, baselines_s=self.baselines_s)
+                          setup_s=self.setup_s, baselines_s=self.baselines_s, baselines_cached=self.baselines_cached)
 
     def inputs_for(self, seed: int) -> list[Any]:
         if not self.deterministic:
@@ -317,12 +328,24 @@ class Verifier:
             elif not last.ok:
                 ev.failure = Failure(reason=last.reason or "compile", stage="load", message=last.message or "failed",
                                      traceback=last.traceback)
-            if ev.failure is None and req.verify:
-                last = self._verify(req, ev, deadline) or last
-                phase("verify")
-            if ev.failure is None and req.time:
+            if ev.failure is None and req.time and req.race_against_ms is not None:
+                # Racing: timed first; a candidate clearly slower than the time to beat stops being
+                # timed and is not verified (it is never promoted); every other one is fully timed
+                # and then verified like any candidate.
                 last = self._time(req, ev, deadline) or last
                 phase("time")
+                if ev.failure is None and not ev.raced_out and req.verify:
+                    last = self._verify(req, ev, deadline) or last
+                    phase("verify")
+                    if ev.failure is not None:  # a failed candidate has no time
+                        ev.timing, ev.speedups, ev.suspect = None, {}, []
+            else:
+                if ev.failure is None and req.verify:
+                    last = self._verify(req, ev, deadline) or last
+                    phase("verify")
+                if ev.failure is None and req.time:
+                    last = self._time(req, ev, deadline) or last
+                    phase("time")
             if last.ok or last.device_ok:
                 last = self.ask(UnloadRequest(), deadline)
         except RunnerGone as gone:
@@ -330,6 +353,8 @@ class Verifier:
             _attach_output(ev.failure, self.stop_runner())
             if ev.verification is not None and ev.verification.passed and gone.reason != "timeout":
                 ev.verification = None
+            if req.race_against_ms is not None:  # timed before it failed (racing times first): a failure has no time
+                ev.timing, ev.speedups, ev.suspect = None, {}, []
             last = None
         if last is not None and last.tampered:
             ev.failure = Failure(reason="tampered", stage=_stage(ev),
@@ -448,12 +473,12 @@ class Verifier:
             if self.cuda:
                 with gpu_lock(self.device):
                     t0 = time.perf_counter()
-                    last = self.ask(TimeRequest(timing=self.cfg.timing), deadline)
+                    last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms), deadline)
                     wall_s = time.perf_counter() - t0
                 stats = last.timing
                 verdict = self._judge_timed(seed, last.outputs, last.judged_call) if last.ok and stats else None
             else:
-                last, stats, verdict = self._time_interpreter(seed, deadline)
+                last, stats, verdict = self._time_interpreter(seed, deadline, req.race_against_ms)
                 wall_s = 0.0
         finally:
             self._drop_case(seed)
@@ -465,6 +490,10 @@ class Verifier:
             ev.failure = Failure(reason="timing_mismatch", stage="time",
                                  message="correct when verified, but a timed call computed something else: "
                                  + (verdict.message or ""))
+            return last
+        if stats.raced_out:
+            # Clearly slower than the beam (racing): partly timed, never verified, never promoted.
+            ev.timing = stats
             return last
         # Verified again, on a fresh seed, after it was timed: a candidate that changes what it
         # computes once it has been called many times is caught here.
@@ -487,14 +516,15 @@ class Verifier:
         ev.suspect = self._suspect(stats, wall_s)
         return last
 
-    def _time_interpreter(self, seed: int, deadline: float) -> tuple[RunnerReply, Any, Trial | None]:
+    def _time_interpreter(self, seed: int, deadline: float,
+                          race_against_ms: float | None = None) -> tuple[RunnerReply, Any, Trial | None]:
         """The interpreter's wall time, on this process's clock around each call (the runner's clock
         is the candidate's to replace). Timed calls' outputs are collected at random, after each call
         returned, and judged."""
         import secrets
 
         from kernelopt.harness.runner import JUDGE_ONE_IN
-        from kernelopt.harness.timing import INTERPRETER_METHOD, summarize
+        from kernelopt.harness.timing import INTERPRETER_METHOD, clearly_slower, mark_raced, summarize
 
         calls = max(1, self.cfg.cpu_timing_calls) + 1  # the first is a warm-up (it compiles)
         samples: list[float] = []
@@ -508,14 +538,18 @@ class Verifier:
                 return last, None, None
             if i:
                 samples.append(ms)
-            copy = (i == calls - 1 and not judged) or secrets.randbelow(JUDGE_ONE_IN) == 0
+            raced = clearly_slower(samples, race_against_ms)
+            copy = ((i == calls - 1 or raced) and not judged) or secrets.randbelow(JUDGE_ONE_IN) == 0
             last = self.ask(CollectRequest(copy_outputs=copy), deadline)
             if copy:
                 judged = True
                 verdict = self._judge_timed(seed, last.outputs, i + 1)
                 if not verdict.passed:
                     break
-        return last, summarize(samples or [0.0], warmup_count=1, method=INTERPRETER_METHOD), verdict
+            if raced:
+                break
+        stats = summarize(samples or [0.0], warmup_count=1, method=INTERPRETER_METHOD)
+        return last, mark_raced(stats, samples, race_against_ms), verdict
 
     def _suspect(self, stats: TimingStats | None, wall_s: float) -> list[str]:
         """Why a reported GPU time is not credible: below the roofline floor, or far below the wall

@@ -116,6 +116,11 @@ class TimingStats(Model):
     launch_guard_us: float = Field(
         0.0, description="GPU busy-wait queued before each timed call so host enqueue time is not measured (0: none)"
     )
+    race_against_ms: float | None = Field(
+        None, description="racing: the time the candidate had to beat (the beam's worst member's upper bound)")
+    raced_out: bool = Field(
+        False, description="timing stopped early: after `count` calls even the fastest was slower than race_against_ms "
+                           "(the figures are partial)")
 
 
 class Timing(Model):
@@ -172,9 +177,14 @@ class Evaluation(Model):
         return self.failure is None
 
     @property
+    def raced_out(self) -> bool:
+        """Timing stopped early as clearly slower than the beam (not a failure; never verified, never promoted)."""
+        return self.timing is not None and self.timing.raced_out
+
+    @property
     def passed(self) -> bool:
-        """Verified correct (or not asked to verify) and not failed."""
-        return self.failure is None and (self.verification is None or self.verification.passed)
+        """Verified correct (or not asked to verify), not failed and not raced out."""
+        return self.failure is None and not self.raced_out and (self.verification is None or self.verification.passed)
 
     @property
     def median_ms(self) -> float | None:

@@ -157,6 +157,7 @@ class RunConfig(Model):
     seed: int = 0
     executor: str = "local"
     family: str | None = Field(None, description="problem family (the suite README's column): recommend matches on it")
+    race: bool = Field(True, description="racing: a candidate clearly slower than the beam's worst stops being timed")
     device: str | None = Field(None, description="e.g. 'NVIDIA H100 80GB HBM3' or 'cpu (Triton interpreter)'")
     env: dict[str, str | None] = Field(
         default_factory=dict, description="software summary: driver, cuda, torch, triton, python versions"

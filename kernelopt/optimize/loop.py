@@ -176,12 +176,34 @@ class Loop:
 
         def record(index: int, ev: Evaluation) -> None:
             self.rundir.record_evaluated(sent[index], ev)
-            verdict = f"{ev.timing.median_ms:.4g} ms" if ev.passed and ev.timing else f"FAIL {ev.failure.reason if ev.failure else ''}"
+            if ev.raced_out and ev.timing is not None:
+                verdict = (f"raced out: slower than the beam (fastest of {ev.timing.count} calls "
+                           f"{ev.timing.min_ms:.4g} ms > {ev.timing.race_against_ms:.4g} ms)")
+            else:
+                verdict = f"{ev.timing.median_ms:.4g} ms" if ev.passed and ev.timing else f"FAIL {ev.failure.reason if ev.failure else ''}"
             self.say(f"{sent[index]}: {verdict}" + (" (suspect time)" if ev.suspect else ""))
 
-        if cands:
+        race = self.race_against_ms()
+        if cands and race is None:
             self.engine.evaluate(cands, on_result=record)
+        elif cands:
+            self.engine.evaluate(cands, on_result=record, race_against_ms=race)
         self.refresh()
+
+    def race_against_ms(self) -> float | None:
+        """Racing's time to beat: the upper bound (`timing.race_threshold`) of the worst member of a
+        full beam; None when racing is off or the beam has room (any correct candidate would enter).
+        A candidate clearly slower than it could not enter the beam: it stops being timed, is not
+        verified and is never promoted (`Evaluation.raced_out`)."""
+        from kernelopt.harness.timing import race_threshold
+
+        if not self.config.race:
+            return None
+        beam = self.correct()[: self.config.beam]
+        if len(beam) < self.config.beam:
+            return None
+        worst = beam[-1].evaluation
+        return race_threshold(worst.timing) if worst is not None and worst.timing is not None else None
 
     def refused_evaluation(self, version_id: str, why: str) -> Evaluation:
         """The evaluation of a version whose file changed before it was sent: failed, never run."""
@@ -423,6 +445,8 @@ class Loop:
             parent = self.state.versions.get(version.parent or "") if version else None
             if version is None or version.proposal is None or parent is None or vid in self.state.experience:
                 continue
+            if version.evaluation is not None and version.evaluation.raced_out:
+                continue  # unverified, partly timed: not an outcome the store can hold as correct or not
             record = experience_record(version, parent, self.problem, self.config)
             lessons = [text for text, v in all_lessons if v == vid]
             if lessons:
@@ -448,7 +472,8 @@ class Loop:
             self.rundir.write_version(source, round=0)
             self.refresh()
         if not self.state.baselines and self.engine.ready and self.engine.ready[0].baselines:
-            self.rundir.record_baselines(self.engine.ready[0].baselines)
+            self.rundir.record_baselines(self.engine.ready[0].baselines,
+                                         cached=getattr(self.engine.ready[0], "baselines_cached", None))
         for phase, seconds in self.setup.items():
             if seconds > 0:
                 self.rundir.record_spent(phase, seconds)
@@ -628,7 +653,13 @@ def attempt_of(version: Version, parent: Version | None, structure: str | None =
     ratio = None
     if version.median_ms and parent is not None and parent.median_ms:
         ratio = parent.median_ms / version.median_ms
-    if ev is None or ev.failure is not None:
+    median = version.median_ms
+    if ev is not None and ev.raced_out and ev.timing is not None:
+        # Clearly slower than the beam's worst after a few calls: slower, with its partial median.
+        median = ev.timing.median_ms
+        ratio = parent.median_ms / median if parent is not None and parent.median_ms else None
+        outcome = "slower"
+    elif ev is None or ev.failure is not None:
         # A wrong answer (a verdict) is "incorrect"; not getting one (build, crash, hang) is "failed".
         wrong = ev is not None and ev.failure is not None and ev.verification is not None \
             and not ev.verification.passed and ev.failure.reason not in _EXECUTION_FAILURES
@@ -642,7 +673,7 @@ def attempt_of(version: Version, parent: Version | None, structure: str | None =
         strategy=version.proposal.strategy if version.proposal else None,
         outcome=outcome, speedup_vs_parent=ratio, failure=failure,
         knobs=dict(version.proposal.knobs) if version.proposal else starting_knobs(version),
-        structure=structure, median_ms=version.median_ms,
+        structure=structure, median_ms=median,
         transform=_transform_of(version.proposal),
     )
 
@@ -781,6 +812,8 @@ def optimize(
     profile: bool = True,
     experience: Any = True,
     family: str | None = None,
+    cache: bool = True,
+    race: bool = True,
     optimizer_secrets: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
@@ -813,26 +846,25 @@ def optimize(
         problem=str(Path(problem_path).resolve()), overrides=dict(overrides or {}), dtype=dtype,
         kernel=str(Path(kernel_path).resolve()), optimizer=optimizer, optimizer_options=optimizer_options,
         budget_evals=budget_evals, budget_minutes=budget_minutes, rounds=rounds, beam=beam,
-        proposals_per_member=proposals_per_member, seed=seed, executor=executor, family=family,
+        proposals_per_member=proposals_per_member, seed=seed, executor=executor, family=family, race=race,
         kernelopt_version=kernelopt_version(), git_commit=git_commit(), created_at=now_iso(),
     )
     rundir = RunDir.create(run_dir, config)
     return _run(rundir, problem, config, devices=devices, baselines=baselines, trials=trials, timeout_s=timeout_s,
                 profile=profile, experience=experience, progress=progress, status=status,
-                engine_progress=engine_progress, secrets=optimizer_secrets, started=started)
+                engine_progress=engine_progress, secrets=optimizer_secrets, started=started, cache=cache)
 
 
 def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselines: Sequence[str] = ("eager", "compile"),
            trials: int = 3, timeout_s: float = 300.0, profile: bool = True, experience: Any = True,
-           optimizer_secrets: dict[str, Any] | None = None,
+           cache: bool = True, optimizer_secrets: dict[str, Any] | None = None,
            progress: Callable[[str], None] | None = None, status: Callable[[str], None] | None = None,
            engine_progress: Callable[[Any], None] | None = None) -> RunState:
     """Continue a run killed at any point: nothing finished is evaluated again. The time budget
     counts what the earlier processes of the run spent."""
-    from kernelopt.rundir import RunDir
-
     started = time.monotonic()
     from kernelopt.problem import load_problem
+    from kernelopt.rundir import RunDir
 
     rundir = RunDir.open(run_dir)
     config = rundir.config
@@ -840,12 +872,13 @@ def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselin
     rundir.record_resumed()
     return _run(rundir, problem, config, devices=devices, baselines=baselines, trials=trials, timeout_s=timeout_s,
                 profile=profile, experience=experience, progress=progress, status=status,
-                engine_progress=engine_progress, secrets=optimizer_secrets, started=started)
+                engine_progress=engine_progress, secrets=optimizer_secrets, started=started, cache=cache)
 
 
 def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[str] | None, baselines: Sequence[str],
          trials: int, timeout_s: float, profile: bool, experience: Any, progress: Any, status: Any,
-         engine_progress: Any, secrets: dict[str, Any] | None = None, started: float | None = None) -> RunState:
+         engine_progress: Any, secrets: dict[str, Any] | None = None, started: float | None = None,
+         cache: bool = True) -> RunState:
     from kernelopt.harness.evaluate import Engine
     from kernelopt.optimize.base import get_optimizer
     from kernelopt.report.run_report import render_run
@@ -867,7 +900,7 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
         engine_start = time.monotonic()
         # Model-written candidates are the likeliest to probe the harness: a real OS sandbox where there is one.
         with Engine(problem, baselines=baselines, trials=trials, timeout_s=timeout_s, seed=config.seed,
-                    executor=config.executor, devices=devices, progress=engine_progress,
+                    executor=config.executor, devices=devices, progress=engine_progress, cache=cache,
                     isolate="auto" if config.optimizer == "llm" else "worker") as engine:
             if engine.ready and engine.ready[0].device and not config.device:
                 from kernelopt.harness.envinfo import software_summary
@@ -875,7 +908,7 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[
                 config = rundir.record_environment(engine.ready[0].device, software_summary())
             loop = Loop(rundir, problem, config, engine=engine, optimizer=opt, profile=profile, experience=store,
                         progress=progress, status=status, started=started, timeout_s=timeout_s,
-                        setup=engine_setup(engine, time.monotonic() - engine_start))
+                        setup=engine_setup(engine, time.monotonic() - (engine_start if started is None else started)))
             state = loop.run()
     finally:
         try:

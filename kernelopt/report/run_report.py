@@ -139,6 +139,11 @@ def verdict(evaluation: Evaluation | None) -> tuple[str, str | None]:
     """('correct' | failure reason | 'not evaluated', one-line message)."""
     if evaluation is None:
         return "not evaluated", None
+    if evaluation.raced_out and evaluation.timing is not None:
+        t = evaluation.timing
+        return "raced out", (f"clearly slower than the beam: the fastest of {t.count} timed calls, {t.min_ms:.4g} ms, "
+                             f"above the beam's worst upper bound {t.race_against_ms:.4g} ms (median so far "
+                             f"{t.median_ms:.4g} ms); not verified, never promoted")
     if evaluation.failure is not None:
         return evaluation.failure.reason, _one_line(evaluation.failure.message)
     if evaluation.verification is not None and not evaluation.verification.passed:
