@@ -226,7 +226,8 @@ def test_no_cache_reaches_the_workers(tmp_path: Path, monkeypatch: pytest.Monkey
                   experience=False)
     loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "a", cache=False, **common)
     loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "b", **common)
-    assert seen == [False, True]
+    # (None: the winner's check at other shapes, an engine without baselines)
+    assert [c for c in seen if c is not None] == [False, True]
 
 
 def test_the_cli_passes_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
