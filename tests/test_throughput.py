@@ -287,7 +287,7 @@ def test_a_clearly_slower_candidate_stops_being_timed_and_is_not_verified() -> N
     problem = load_problem(AXPY, {"N": "300"})
     slow, ok = load_candidate(FIX / "axpy_slow.py"), load_candidate(FIX / "axpy_ok.py")
     with Engine(problem, timeout_s=60.0, cpu_timing_calls=8) as engine:
-        raced, full = engine.evaluate([slow, ok], race_against_ms=20.0)
+        raced, full, wrong = engine.evaluate([slow, ok, load_candidate(FIX / "axpy_wrong.py")], race_against_ms=20.0)
         unraced = engine.evaluate([slow])[0]
     assert raced.raced_out and raced.failure is None and not raced.passed
     assert raced.verification is None  # never verified, so never promotable
@@ -296,6 +296,8 @@ def test_a_clearly_slower_candidate_stops_being_timed_and_is_not_verified() -> N
     # Not clearly slower: fully timed, then verified like any candidate.
     assert not full.raced_out and full.passed and full.timing.count == 8
     assert full.verification is not None and len(full.verification.trials) == 3
+    # A wrong candidate gets the verdict it gets without racing, not a timing mismatch.
+    assert wrong.failure is not None and wrong.failure.reason == "incorrect" and wrong.timing is None
     # Without a threshold nothing changes: verified, then fully timed.
     assert unraced.passed and not unraced.raced_out and unraced.timing.count == 8
 

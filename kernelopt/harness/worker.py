@@ -334,9 +334,13 @@ class Verifier:
                 # and then verified like any candidate.
                 last = self._time(req, ev, deadline) or last
                 phase("time")
+                mismatch = ev.failure if ev.failure is not None and ev.failure.reason == "timing_mismatch" else None
+                if mismatch is not None and req.verify:
+                    ev.failure = None  # a timed call was wrong before any verification: its verdict says why
                 if ev.failure is None and not ev.raced_out and req.verify:
                     last = self._verify(req, ev, deadline) or last
                     phase("verify")
+                    ev.failure = ev.failure or mismatch  # correct when verified, yet a timed call was not
                     if ev.failure is not None:  # a failed candidate has no time
                         ev.timing, ev.speedups, ev.suspect = None, {}, []
             else:
