@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         print("throughput: no CUDA GPU: nothing was measured", file=sys.stderr)
         return 2
 
-    from kernelopt.harness.cache import cache_dir
+    from kernelopt.files import cache_dir
 
     work = args.out.with_suffix("")
     if work.exists():

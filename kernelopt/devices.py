@@ -63,7 +63,7 @@ def lookup_device(name: str | None) -> DeviceSpec | None:
 # ---------------------------------------------------------------- measured ceilings
 
 def cache_path() -> Path:
-    from kernelopt.harness.cache import cache_dir
+    from kernelopt.files import cache_dir
 
     return cache_dir() / "ceilings.json"
 

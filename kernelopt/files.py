@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kernelopt.errors import BadInput
@@ -34,3 +35,10 @@ def read_bytes(path: str | Path, what: str = "") -> bytes:
         raise BadInput(f"{path}: is a directory, expected a file") from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc}") from None
+
+
+def cache_dir() -> Path:
+    """kernelopt's directory under the user's cache directory: $XDG_CACHE_HOME/kernelopt, else
+    ~/.cache/kernelopt (the measured device ceilings and the baseline cache live there)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernelopt"

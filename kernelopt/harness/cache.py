@@ -24,15 +24,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kernelopt.files import cache_dir
 from kernelopt.models.harness import Problem, Timing
 
 BASELINES_FILE = "baselines.json"
-
-
-def cache_dir() -> Path:
-    """kernelopt's directory under the user's cache directory: $XDG_CACHE_HOME/kernelopt, else ~/.cache/kernelopt."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kernelopt"
 
 
 def baselines_path() -> Path:
