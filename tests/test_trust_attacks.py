@@ -167,6 +167,12 @@ def test_fake_clock_with_guard_switched_off_fakes_no_time():
     assert evs[1].timing.median_ms >= 100.0, evs[1].timing
 
 
+def test_replacing_the_running_guard_itself_is_tampering():
+    (ev,) = evaluate(load_problem(PROBLEM), _cands("patch_runner.py"), time=False, timeout_s=60)
+    assert ev.failure is not None and ev.failure.reason == "tampered", ev.failure
+    assert "Guard.changed" in ev.failure.message and "time.perf_counter" in ev.failure.message
+
+
 def test_the_interpreter_time_is_the_verifiers_clock():
     """Even a fake clock the guard misses cannot shorten a time: the runner holds no clock."""
     from kernelopt.harness.timing import INTERPRETER_METHOD
