@@ -146,12 +146,14 @@ def test_engine_and_verifier_are_not_dumpable():
 # --- 4. timed calls that skip the work -------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["timing_stack.py", "timing_count.py", "timing_repeat.py"])
-def test_a_kernel_that_skips_work_when_timed_fails_as_timing_mismatch(name):
+@pytest.mark.parametrize("name, reason", [("timing_stack.py", "timing_mismatch"), ("timing_count.py", "timing_mismatch"),
+                                          ("timing_repeat.py", "timing_mismatch"), ("timing_cache.py", "timing_mismatch"),
+                                          ("queued_replies.py", "tampered")])
+def test_a_kernel_that_skips_work_when_timed_fails(name, reason):
+    """Correct when verified; garbage, a cached copy or replies written in advance when timed."""
     evs = evaluate(load_problem(PROBLEM), _cands(name, "ok.py"), timeout_s=60)
-    assert evs[0].verification is not None and evs[0].verification.trials  # it was verified first
-    assert evs[0].failure is not None and evs[0].failure.reason == "timing_mismatch", evs[0].failure
-    assert evs[0].timing is None and not evs[0].speedups
+    assert evs[0].failure is not None and evs[0].failure.reason == reason, evs[0].failure
+    assert evs[0].failure.stage == "time" and evs[0].timing is None and not evs[0].speedups
     assert evs[1].failure is None and evs[1].timing is not None
 
 

@@ -148,7 +148,13 @@ VerifierReply = Union[ReadyReply, ProgressReply, ResultReply, FatalReply]
 # --- verifier -> runner -------------------------------------------------------------------
 
 
-class RunnerInit(Model):
+class RunnerRequestBase(Model):
+    # Fresh per request (set by the verifier), echoed in the reply: a reply the candidate wrote into
+    # its runner's channel in advance answers no request.
+    nonce: str = ""
+
+
+class RunnerInit(RunnerRequestBase):
     type: Literal["init"] = "init"
     problem: Problem
     device: str
@@ -158,7 +164,7 @@ class RunnerInit(Model):
     outputs: list[Value]  # the reference outputs' layout: where the runner copies the candidate's
 
 
-class LoadRequest(Model):
+class LoadRequest(RunnerRequestBase):
     type: Literal["load"] = "load"
     candidate: Candidate
     seed: int
@@ -166,12 +172,12 @@ class LoadRequest(Model):
                                                  "candidate.sha256; the runner runs it instead of reading the file")
 
 
-class TrialRequest(Model):
+class TrialRequest(RunnerRequestBase):
     type: Literal["trial"] = "trial"
     seed: int
 
 
-class TimeRequest(Model):
+class TimeRequest(RunnerRequestBase):
     """Time the candidate on the arena's inputs with CUDA events (`time_callable`), in the runner."""
 
     type: Literal["time"] = "time"
@@ -179,26 +185,18 @@ class TimeRequest(Model):
     race_against_ms: float | None = Field(None, description="racing: stop timing once clearly slower than this")
 
 
-class CallRequest(Model):
-    """Call the candidate once on the arena's inputs (the interpreter's timed call: the verifier
-    holds the clock) and keep what it returned for the CollectRequest that follows."""
+class CallRequest(RunnerRequestBase):
+    """One timed call of the candidate on the arena's inputs (the interpreter path: the verifier holds
+    the clock around this request); the runner copies what it returned into the arena."""
 
     type: Literal["call"] = "call"
 
 
-class CollectRequest(Model):
-    """After a CallRequest: copy what the call returned into the arena (`copy`, the verifier's
-    choice, made after the call returned) and poison the returned tensors."""
-
-    type: Literal["collect"] = "collect"
-    copy_outputs: bool = False
-
-
-class UnloadRequest(Model):
+class UnloadRequest(RunnerRequestBase):
     type: Literal["unload"] = "unload"
 
 
-RunnerRequest = Union[RunnerInit, LoadRequest, TrialRequest, TimeRequest, CallRequest, CollectRequest, UnloadRequest]
+RunnerRequest = Union[RunnerInit, LoadRequest, TrialRequest, TimeRequest, CallRequest, UnloadRequest]
 
 
 class OutputInfo(Model):
@@ -214,6 +212,7 @@ class RunnerReply(Model):
     """Every runner answer. `ok=False` carries a classified failure."""
 
     ok: bool
+    nonce: str = ""  # the request's, echoed
     reason: FailureReason | None = None
     message: str | None = None
     traceback: str | None = None

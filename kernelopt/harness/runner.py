@@ -21,7 +21,6 @@ from typing import Any
 from kernelopt.harness.protocol import (
     CallRequest,
     Channel,
-    CollectRequest,
     LoadRequest,
     OutputInfo,
     ProtocolError,
@@ -51,7 +50,7 @@ _GUARDED = (
     ("kernelopt.harness.protocol.Channel", "recv_json"),
     # The runner's own handlers and this guard: replacing them switches the checks off.
     ("kernelopt.harness.runner.Runner", "trial"), ("kernelopt.harness.runner.Runner", "time"),
-    ("kernelopt.harness.runner.Runner", "call"), ("kernelopt.harness.runner.Runner", "collect"),
+    ("kernelopt.harness.runner.Runner", "call"), ("kernelopt.harness.runner.Runner", "_poison_returned"),
     ("kernelopt.harness.runner.Runner", "health"), ("kernelopt.harness.runner.Runner", "_copy_out"),
     ("kernelopt.harness.runner.Runner", "_after_timed_call"),
     ("kernelopt.harness.runner.Guard", "changed"), ("kernelopt.harness.runner.Guard", "snapshot"),
@@ -248,22 +247,19 @@ class Runner:
         self._poison_returned(outputs)
 
     def call(self, req: CallRequest) -> RunnerReply:
-        """One call of the candidate, timed by the verifier around this request (the interpreter path)."""
+        """One timed call of the candidate (the interpreter path: the verifier holds the clock around
+        this request): run it, copy its outputs into the arena for the verifier to judge, and poison
+        what it returned, so a later call cannot hand back this one's buffer."""
         from kernelopt.harness.binding import as_outputs, classify_exception, describe_exception
 
         inputs = self.arena.values(self.init.inputs)
         try:
-            self._held = as_outputs(self.prepared.bound_call("candidate", inputs)())
+            outputs = as_outputs(self.prepared.bound_call("candidate", inputs)())
         except Exception as exc:  # noqa: BLE001 - untrusted code
-            self._held = []
             return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
                                traceback=_candidate_traceback(exc))
-        return RunnerReply(ok=True)
-
-    def collect(self, req: CollectRequest) -> RunnerReply:
-        held, self._held = getattr(self, "_held", []), []
-        infos = self._collect_outputs(held) if req.copy_outputs else []
-        self._poison_returned(held)
+        infos = self._collect_outputs(outputs)
+        self._poison_returned(outputs)
         return RunnerReply(ok=True, outputs=infos)
 
     def _collect_outputs(self, outputs: list[Any]) -> list[OutputInfo]:
@@ -346,12 +342,12 @@ def main(read_fd: int, write_fd: int) -> int:
     try:
         runner = Runner(init)
     except Exception as exc:  # noqa: BLE001 - report, then exit: the verifier sees a failed init
-        chan.send(RunnerReply(ok=False, reason="runtime", message=f"runner setup failed: {type(exc).__name__}: {exc}",
+        chan.send(RunnerReply(ok=False, nonce=init.nonce, reason="runtime", message=f"runner setup failed: {type(exc).__name__}: {exc}",
                               traceback=traceback.format_exc()[-8000:]))
         return 4
-    chan.send(runner.health(RunnerReply(ok=True)))
+    chan.send(runner.health(RunnerReply(ok=True, nonce=init.nonce)))
     handlers = {LoadRequest: runner.load, TrialRequest: runner.trial, TimeRequest: runner.time, CallRequest: runner.call,
-                CollectRequest: runner.collect, UnloadRequest: runner.unload}
+                UnloadRequest: runner.unload}
     while True:
         try:
             req = parse_runner_request(chan.recv_json())
@@ -365,6 +361,7 @@ def main(read_fd: int, write_fd: int) -> int:
         except Exception as exc:  # noqa: BLE001 - a failure outside the candidate call is still the candidate's doing
             reply = RunnerReply(ok=False, reason="runtime", message=f"{type(exc).__name__}: {exc}",
                                 traceback=_candidate_traceback(exc))
+        reply.nonce = req.nonce
         chan.send(runner.health(reply))
 
 

@@ -25,7 +25,6 @@ from kernelopt.errors import BadInput
 from kernelopt.harness.protocol import (
     CallRequest,
     Channel,
-    CollectRequest,
     EvaluateRequest,
     FatalReply,
     LoadRequest,
@@ -257,9 +256,15 @@ class Verifier:
 
     def ask(self, request: Any, deadline: float) -> RunnerReply:
         assert self.chan is not None
+        from kernelopt.harness.protocol import new_nonce
+
+        request.nonce = new_nonce()
         try:
             self.chan.send(request)
             reply = parse_runner_reply(self.chan.recv_json(max(0.0, deadline - time.monotonic())))
+            if reply.nonce != request.nonce:
+                raise RunnerGone("tampered", "the runner's channel carried a reply to no request in hand "
+                                 "(written in advance by the candidate?)")
             if self.guard_ids is not None and reply.guard != self.guard_ids:
                 changed = sorted(n for n in set(self.guard_ids) | set(reply.guard)
                                  if reply.guard.get(n) != self.guard_ids.get(n))
@@ -470,22 +475,25 @@ class Verifier:
     def _time(self, req: EvaluateRequest, ev: Evaluation, deadline: float) -> RunnerReply:
         from kernelopt.harness.timing import gpu_lock, speedup
 
-        seed = self._new_case()
+        self.progress(req.index, "timing")
+        # Two cases on the CPU: timed calls alternate between them, so a result cached from the
+        # previous call is wrong for this one.
+        cases = [self._new_case() for _ in range(1 if self.cuda else 2)]
         try:
-            self.arena.write(self.in_specs, self.inputs_for(seed))
-            self.progress(req.index, "timing")
             if self.cuda:
+                self.arena.write(self.in_specs, self.inputs_for(cases[0]))
                 with gpu_lock(self.device):
                     t0 = time.perf_counter()
                     last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms), deadline)
                     wall_s = time.perf_counter() - t0
                 stats = last.timing
-                verdict = self._judge_timed(seed, last.outputs, last.judged_call) if last.ok and stats else None
+                verdict = self._judge_timed(cases[0], last.outputs, last.judged_call) if last.ok and stats else None
             else:
-                last, stats, verdict = self._time_interpreter(seed, deadline, req.race_against_ms)
+                last, stats, verdict = self._time_interpreter(cases, deadline, req.race_against_ms)
                 wall_s = 0.0
         finally:
-            self._drop_case(seed)
+            for seed in cases:
+                self._drop_case(seed)
         if not last.ok or stats is None:
             ev.failure = Failure(reason=last.reason or "runtime", stage="time", message=last.message or "timing failed",
                                  traceback=last.traceback)
@@ -520,21 +528,27 @@ class Verifier:
         ev.suspect = self._suspect(stats, wall_s)
         return last
 
-    def _time_interpreter(self, seed: int, deadline: float,
+    def _time_interpreter(self, cases: list[int], deadline: float,
                           race_against_ms: float | None = None) -> tuple[RunnerReply, Any, Trial | None]:
-        """The interpreter's wall time, on this process's clock around each call (the runner's clock
-        is the candidate's to replace). Timed calls' outputs are collected at random, after each call
-        returned, and judged."""
-        import secrets
-
-        from kernelopt.harness.runner import JUDGE_ONE_IN
+        """The interpreter's wall time, on this process's clock around each call request (the runner's
+        clock is the candidate's to replace). Every timed call is judged: before it, this process
+        writes the inputs of one of two cases in turn and poisons the output slots; the call must
+        leave the right outputs in the arena within its timed window. A reply written in advance,
+        or a result cached from the previous call, is `timing_mismatch`. Racing: once clearly slower
+        than `race_against_ms`, the timing stops."""
+        from kernelopt.harness.poison import fill_poison
         from kernelopt.harness.timing import INTERPRETER_METHOD, clearly_slower, mark_raced, summarize
 
         calls = max(1, self.cfg.cpu_timing_calls) + 1  # the first is a warm-up (it compiles)
         samples: list[float] = []
         verdict: Trial | None = None
-        judged = False
+        last: RunnerReply | None = None
         for i in range(calls):
+            seed = cases[i % len(cases)]
+            self.arena.write(self.in_specs, self.inputs_for(seed))
+            for spec in self.out_specs:
+                if spec.slot is not None:
+                    fill_poison(self.arena.view(spec.slot))
             t0 = time.perf_counter()
             last = self.ask(CallRequest(), deadline)
             ms = (time.perf_counter() - t0) * 1000.0
@@ -542,16 +556,10 @@ class Verifier:
                 return last, None, None
             if i:
                 samples.append(ms)
-            raced = clearly_slower(samples, race_against_ms)
-            copy = ((i == calls - 1 or raced) and not judged) or secrets.randbelow(JUDGE_ONE_IN) == 0
-            last = self.ask(CollectRequest(copy_outputs=copy), deadline)
-            if copy:
-                judged = True
-                verdict = self._judge_timed(seed, last.outputs, i + 1)
-                if not verdict.passed:
-                    break
-            if raced:
+            verdict = self._judge_timed(seed, last.outputs, i + 1)
+            if not verdict.passed or clearly_slower(samples, race_against_ms):
                 break
+        assert last is not None
         stats = summarize(samples or [0.0], warmup_count=1, method=INTERPRETER_METHOD)
         return last, mark_raced(stats, samples, race_against_ms), verdict
 
