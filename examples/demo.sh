@@ -52,9 +52,10 @@ for name in softmax rmsnorm matvec; do
   step 1 kernelopt check "examples/$name/problem.py" --kernel "examples/$name/kernel_wrong.py" $(sizes "$name")
 done
 
+# One candidate verified (3 trials, as check) and timed in one engine: the first use on a GPU.
 # bench exits 1 without a GPU (nothing to time): that is the expected outcome here.
 # shellcheck disable=SC2046
-step $((1 - gpu)) kernelopt bench examples/softmax/problem.py --kernel examples/softmax/kernel.py $(sizes softmax)
+step $((1 - gpu)) kernelopt bench examples/softmax/problem.py --kernel examples/softmax/kernel.py --verify $(sizes softmax)
 
 # Diagnose: live (ncu) on a GPU; without one, from the committed H200 profile of the same kernel.
 if [ "$gpu" = 1 ] && command -v ncu >/dev/null 2>&1; then

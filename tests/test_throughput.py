@@ -361,3 +361,33 @@ def test_racing_ends_on_the_same_best_as_full_timing(tmp_path: Path, monkeypatch
     a = loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "a", race=True, **common)
     b = loop_mod.optimize(MATVEC / "problem.py", MATVEC / "kernel.py", run_dir=tmp_path / "b", race=False, **common)
     assert a.best == b.best and a.best != "v0"
+
+
+# --------------------------------------------------------------------------- one command for one candidate
+
+
+def test_bench_verify_checks_as_check_does_in_the_same_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench --verify`: one engine, 3 seeded trials (as `check`), then timing; without --verify no trial."""
+    import kernelopt.harness.bench as bench_mod
+    import kernelopt.harness.evaluate as evaluate_mod
+    from kernelopt.harness.envinfo import EnvInfo
+
+    engines: list[dict[str, Any]] = []
+
+    class OneEngine(FakeEngine):
+        def __init__(self, problem: Any, **kw: Any) -> None:
+            super().__init__(problem)
+            engines.append(kw)
+
+        def evaluate(self, candidates: Sequence[Candidate], **kw: Any) -> list[Evaluation]:
+            engines[-1]["verify"] = kw.get("verify")
+            return [Evaluation(problem=self.problem, candidate=c) for c in candidates]
+
+    monkeypatch.setattr(bench_mod, "require_cuda", lambda what="": None)
+    monkeypatch.setattr(evaluate_mod, "Engine", OneEngine)
+    monkeypatch.setattr("kernelopt.harness.envinfo.collect_env", lambda tools=False: EnvInfo(python="3", platform="x"))
+    problem = load_problem(AXPY, {"N": "300"})
+    cand = load_candidate(FIX / "axpy_ok.py")
+    bench_mod.bench_many(problem, [cand], verify=True)
+    bench_mod.bench_many(problem, [cand])
+    assert [(e["trials"], e["verify"]) for e in engines] == [(3, True), (1, False)]

@@ -39,7 +39,10 @@ from kernelopt.cli.common import dtype_option, emit, json_option, parse_override
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=900.0, show_default=True,
               help="Seconds each candidate may take (loading, compilation, timing) before it is killed.")
-@click.option("--verify", "verify_first", is_flag=True, help="Verify (one trial) before timing; wrong candidates are not timed.")
+@click.option("--verify", "verify_first", is_flag=True,
+              help="Verify first, in the same engine (what `check` does); wrong candidates are not timed.")
+@click.option("--trials", type=click.IntRange(min=1), default=3, show_default=True,
+              help="With --verify: seeded verification trials per candidate.")
 @click.option("--no-cache", is_flag=True,
               help="Time the baselines even if the cache ($XDG_CACHE_HOME/kernelopt, else ~/.cache/kernelopt) "
                    "holds them, and do not store them.")
@@ -63,6 +66,7 @@ def bench(
     seed: int,
     timeout_s: float,
     verify_first: bool,
+    trials: int,
     no_cache: bool,
     as_json: bool,
 ) -> None:
@@ -96,6 +100,7 @@ def bench(
             seed=seed,
             progress=progress.engine_event,
             verify=verify_first,
+            trials=trials,
             cache=not no_cache,
             warmup_ms=warmup_ms,
             warmup_calls=warmup_calls,

@@ -39,6 +39,7 @@ def bench_many(
     seed: int = 0,
     progress: Any = None,
     verify: bool = False,
+    trials: int = 3,
     cache: bool = True,
     **timing_opts: Any,
 ) -> list[BenchResult]:
@@ -48,6 +49,8 @@ def bench_many(
     speedups are against those figures. Raises MissingRequirement (exit 1) without a
     CUDA GPU -- nothing is timed. A candidate that does not build, raises, crashes or
     exceeds `timeout_s` gets a BenchResult with `failure` set (its timings empty).
+    `verify=True` verifies each candidate over `trials` seeded trials first, in the same engine
+    (one cold start for `check` and `bench` together); a wrong candidate is not timed.
     """
     from kernelopt.harness.evaluate import Engine
     from kernelopt.harness.envinfo import collect_env
@@ -61,7 +64,7 @@ def bench_many(
     require_cuda("bench")
     options = {**timing_defaults(), **timing_opts, "seed": seed}
     with Engine(problem, baselines=list(baselines), timeout_s=timeout_s, seed=seed, timing=timing_opts,
-                progress=progress, trials=1, cache=cache) as engine:
+                progress=progress, trials=trials if verify else 1, cache=cache) as engine:
         evaluations = engine.evaluate(list(candidates), verify=verify, time=True)
     env = collect_env(tools=False)
     device = env.gpus[0].name if env.gpus else "cuda"
