@@ -244,12 +244,15 @@ class RunDir:
     def create(cls, path: str | Path, config: RunConfig) -> "RunDir":
         """A new run directory at `path` (created, or an existing empty folder); locked for writing."""
         path = Path(path)
+        restart = False
         if path.exists():
             if not path.is_dir():
                 raise BadInput(f"{path}: exists and is not a directory")
             if (path / EVENTS).exists() or (path / CONFIG).exists():
-                raise BadInput(f"{path}: already a run directory (continue it with --resume {path})")
-            if any(path.iterdir()):
+                if _evaluated_anything(path):
+                    raise BadInput(f"{path}: already a run directory (continue it with --resume {path})")
+                restart = True  # nothing was measured: starting again loses nothing
+            elif any(path.iterdir()):
                 raise BadInput(f"{path}: exists and is not empty; give a new or empty directory")
         data = config.model_dump(mode="json")
         leaked = secret_keys(data)
@@ -260,7 +263,9 @@ class RunDir:
         except OSError as exc:
             raise BadInput(f"{path}: cannot create the run directory: {exc.strerror or exc}") from None
         run = cls(path, config, readonly=False)
-        run._lock()
+        run._lock()  # before clearing: a run still evaluating its v0 has nothing evaluated yet
+        if restart:
+            _clear_run(path)
         atomic_write(path / CONFIG, json.dumps(data, indent=2) + "\n")
         run.append("run_started", pid=os.getpid())
         return run
@@ -269,6 +274,8 @@ class RunDir:
     def open(cls, path: str | Path, *, readonly: bool = False) -> "RunDir":
         """An existing run directory; locked for writing unless `readonly` (reports, inspection)."""
         path = Path(path)
+        if not path.exists():
+            raise BadInput(f"{path}: no such directory")
         if not path.is_dir() or not (path / CONFIG).is_file() or not (path / EVENTS).is_file():
             raise BadInput(f"{path}: not a run directory (no run.json and events.jsonl)")
         try:
@@ -408,8 +415,13 @@ class RunDir:
 
     # ----------------------------------------------------------------- record_* helpers
 
-    def record_resumed(self) -> None:
-        self.append("resumed", pid=os.getpid())
+    def record_resumed(self, changes: dict[str, list[Any]] | None = None) -> None:
+        """A process takes the run over; `changes`: options it changed ({field: [old, new]})."""
+        self.append("resumed", pid=os.getpid(), **({"changes": changes} if changes else {}))
+
+    def update_config(self, config: RunConfig) -> None:
+        """Rewrite run.json (a resume that raised the rounds or a budget); the `resumed` event says what changed."""
+        self._write_config(config)
 
     def record_round_started(self, round: int) -> None:
         self.append("round_started", round=round)
@@ -446,13 +458,17 @@ class RunDir:
         if self.config.device:
             return self.config
         config = self.config.model_copy(update={"device": device, "env": dict(env)})
+        self._write_config(config)
+        return config
+
+    def _write_config(self, config: RunConfig) -> None:
+        """run.json replaced (atomically) by `config`, which becomes this run's."""
         data = config.model_dump(mode="json")
         leaked = secret_keys(data)
         if leaked:
             raise BadInput(f"run configuration: refusing to write credential-like keys to run.json: {', '.join(leaked)}")
         atomic_write(self.path / CONFIG, json.dumps(data, indent=2) + "\n")
         self.config = config
-        return config
 
     def record_baselines(self, timings: dict[str, Timing], cached: list[str] | None = None) -> None:
         """`cached`: the labels that came from the user's baseline cache (kernelopt.harness.cache)."""
@@ -481,6 +497,13 @@ class RunDir:
 
     def record_experience(self, version_id: str, record_id: str | None = None) -> None:
         self.append("experience_recorded", version=version_id, record=record_id)
+
+    def record_rejected(self, rejection: dict[str, Any]) -> None:
+        """A model reply (or prompt) that gave no proposal: call (propose | repair | reflect), reason,
+        detail, parent, strategy, round. (`kind` is the call: the event's own `type` is taken.)"""
+        payload = dict(rejection)
+        payload["call"] = payload.pop("kind", None)
+        self.append("rejected", **payload)
 
     # ----------------------------------------------------------------- state
 
@@ -598,7 +621,31 @@ def replay_events(events: list[dict[str, Any]], root: Path) -> RunState:
             state.lessons.append(str(event["text"]))
         elif kind == "experience_recorded":
             state.experience.append(str(event["version"]))
+        elif kind == "rejected":
+            state.rejections.append({k: v for k, v in event.items() if k not in ("seq", "t", "type")})
     return state
+
+
+def _evaluated_anything(path: Path) -> bool:
+    """Whether the run in `path` has an `evaluated` event (a damaged log counts as yes: keep it)."""
+    try:
+        return any(e["type"] == "evaluated" for e in read_events(path / EVENTS))
+    except BadInput:
+        return (path / EVENTS).exists()
+
+
+def _clear_run(path: Path) -> None:
+    """Empty a run directory that never evaluated anything (a usage error stopped it after it was
+    created), so the corrected command starts in place; the lock file stays (it is held)."""
+    import shutil
+
+    for entry in path.iterdir():
+        if entry.name == LOCK:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def _version(state: RunState, event: dict[str, Any]) -> Version:

@@ -356,7 +356,8 @@ def _result_of(name: str, run_dir: Path, *, family: str | None, figures: tuple[f
 def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, small: bool, optimizer: str,
                 budget_minutes: float | None, budget_evals: int | None, devices: Sequence[str] | None,
                 options: dict[str, Any], progress: Callable[[str], None], status: Callable[[str], None],
-                engine_progress: Callable[[Any], None] | None) -> ProblemResult:
+                engine_progress: Callable[[Any], None] | None, milestone: Callable[[str], None] | None = None,
+                secrets: dict[str, Any] | None = None) -> ProblemResult:
     """Optimize one problem in OUT/runs/<name> (or continue its interrupted run) and return its row."""
     from kernelopt.errors import CandidateFailed, KerneloptError
     from kernelopt.optimize import loop
@@ -368,9 +369,11 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
     run_dir = out / RUNS / name
     say = lambda text: progress(f"{name}: {text}")  # noqa: E731 - every line names its problem
     tell = lambda text: status(f"{name}: {text}")  # noqa: E731
+    note = (lambda text: milestone(f"{name}: {text}")) if milestone else say  # noqa: E731
+    # A resumed problem keeps the options in its run.json (the suite's own config was checked on resume).
     common: dict[str, Any] = dict(devices=devices, progress=say, status=tell, engine_progress=engine_progress,
-                                  **{k: options[k] for k in ("baselines", "trials", "timeout_s", "profile", "experience",
-                                                             "cache") if k in options})
+                                  milestone=note, optimizer_secrets=secrets,
+                                  **{k: options[k] for k in ("cache",) if k in options})
     started = time.monotonic()
     failure: str | None = None
     state = RunDir.open(run_dir, readonly=True).replay() if (run_dir / "events.jsonl").is_file() else None
@@ -387,12 +390,14 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
                 say("its run had finished before the suite was interrupted")
             else:
                 say(f"resuming its run ({before} evaluations done)")
-                loop.resume(run_dir, **common)
+                store = options.get("experience")
+                loop.resume(run_dir, **common, **({"experience": store} if hasattr(store, "add") else {}))
         else:
             loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=run_dir, overrides=overrides,
                           optimizer=optimizer, family=family, budget_minutes=budget_minutes, budget_evals=budget_evals,
                           **{k: options[k] for k in ("rounds", "beam", "proposals_per_member", "seed", "executor",
-                                                     "optimizer_options", "race") if k in options},
+                                                     "optimizer_options", "race", "baselines", "trials", "timeout_s",
+                                                     "profile", "experience") if k in options},
                           **common)
     except CandidateFailed as exc:
         failure = _one_line(str(exc))
@@ -445,9 +450,11 @@ def run_suite(
     cache: bool = True,
     race: bool = True,
     optimizer_options: dict[str, Any] | None = None,
+    optimizer_secrets: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
     engine_progress: Callable[[Any], None] | None = None,
+    milestone: Callable[[str], None] | None = None,
 ) -> SuiteResult:
     """Optimize every problem of `suite_dir` (or `problems`), resumably, and score the suite.
 
@@ -455,13 +462,16 @@ def run_suite(
     run), and the report: OUT/suite_result.json, OUT/suite_report.md, OUT/speedup.png,
     OUT/roofline.png. Incorrect problems are results, not errors. `experience`: True the
     default store, a path that database, False none (every problem's run asks and records there;
-    `benchmarks/transfer.py` gives each problem its own).
+    `benchmarks/transfer.py` gives each problem its own). `milestone` gets one line per finished
+    problem and per round (`progress` the detail lines; it defaults to `progress`);
+    `optimizer_secrets` (an API key) reach the optimizer only.
     """
     from kernelopt.harness.envinfo import git_commit, kernelopt_version
     from kernelopt.rundir import now_iso
 
     say = progress or (lambda text: None)
     tell = status or (lambda text: None)
+    note = milestone or say
     suite = Path(suite_dir)
     names = select(problem_names(suite), problems)
     if budget_evals is not None and budget_evals < 1:
@@ -479,7 +489,16 @@ def run_suite(
         if not slots:
             raise BadInput("--parallel-problems: no GPU is visible (it runs one problem per GPU); "
                            "leave it out to run the problems one after another")
+    # The optimizer and its options, checked before OUT exists: a usage error leaves nothing behind.
+    from kernelopt.optimize.base import check_options, get_optimizer
+
+    check_options(optimizer, {**dict(optimizer_options or {}), **(optimizer_secrets or {})})
+    get_optimizer(optimizer, **dict(optimizer_options or {}), **(optimizer_secrets or {}))
     out = Path(out_dir)
+    from kernelopt.optimize.rundir import CONFIG as RUN_CONFIG, EVENTS as RUN_EVENTS
+
+    if (out / RUN_CONFIG).exists() or (out / RUN_EVENTS).exists():
+        raise BadInput(f"{out}: holds an optimize run, not a suite run; give a new -o")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -508,14 +527,15 @@ def run_suite(
             with write_lock:
                 append_result(out / RESULTS, result)
                 fresh[result.name] = result
-            say(f"[{index}/{len(names)}] {result.name}: {_describe(result)}")
+            note(f"[{index}/{len(names)}] {result.name}: {_describe(result)}")
 
         def one(name: str, index: int, on: Sequence[str] | None) -> None:
             tell(f"{name}: starting")
             say(f"[{index}/{len(names)}] {name}: optimizing" + (f" on {', '.join(on)}" if on else ""))
             result = run_problem(name, suite, out, family=families.get(name), small=small, optimizer=optimizer,
                                  budget_minutes=budget_minutes, budget_evals=budget_evals, devices=on,
-                                 options=options, progress=say, status=tell, engine_progress=engine_progress)
+                                 options=options, progress=say, status=tell, engine_progress=engine_progress,
+                                 milestone=milestone, secrets=optimizer_secrets)
             finish(result.model_copy(update={"git_commit": commit}), index)
 
         position = {n: i for i, n in enumerate(names, start=1)}

@@ -196,9 +196,17 @@ def test_command_provider_failure_and_usage_errors(tmp_path) -> None:
         get_provider("command", llm_command=cmd).complete(MESSAGES, timeout_s=10)
     with pytest.raises(BadInput, match="--llm-command"):
         get_provider("command")
+    # A command that cannot start is a missing tool: bad input (exit 2) when the provider is made,
+    # so a run refuses it before its directory exists (issue 20: it was exit 1, after the run started).
+    for missing in ("/nonexistent/llm-binary", "no-such-llm-tool-xyz --flag"):
+        with pytest.raises(BadInput, match="no such program") as bad:
+            get_provider("command", llm_command=missing)
+        assert bad.value.exit_code == 2
+    provider = get_provider("command", llm_command=cmd)
+    provider.argv = ["/nonexistent/llm-binary"]  # removed after the run started
     with pytest.raises(ProviderError, match="cannot start") as info:
-        get_provider("command", llm_command="/nonexistent/llm-binary").complete(MESSAGES, timeout_s=5)
-    assert info.value.fatal
+        provider.complete(MESSAGES, timeout_s=5)
+    assert info.value.fatal and info.value.exit_code == 2
 
 
 def test_registry_names_builtins_and_rejects_unknown() -> None:

@@ -206,9 +206,9 @@ def test_create_and_open_refuse_what_is_not_theirs(tmp_path: Path) -> None:
     assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
     with pytest.raises(BadInput, match=r"not a run directory"):
         RunDir.open(busy)
-    with pytest.raises(BadInput, match=r"not a run directory"):
+    with pytest.raises(BadInput, match=r"missing: no such directory"):
         RunDir.open(tmp_path / "missing")
-    RunDir.create(tmp_path / "run", config()).close()
+    build_run(tmp_path / "run").close()
     with pytest.raises(BadInput, match="already a run directory"):
         RunDir.create(tmp_path / "run", config())
     empty = tmp_path / "empty"
@@ -244,3 +244,19 @@ def test_run_json_gets_the_device_and_software_once_the_engine_knows_them(tmp_pa
     stored = json.loads((tmp_path / "run" / "run.json").read_text())
     assert stored["device"] == "cuda:0 (NVIDIA H100 80GB HBM3)" and stored["env"] == env
     assert RunDir.open(tmp_path / "run", readonly=True).config.device == stored["device"]
+
+
+def test_a_run_that_never_evaluated_anything_starts_again_in_place(tmp_path: Path) -> None:
+    """Issue 20: a usage error found after the directory was made left run.json and a lone
+    `run_started`; the corrected command was refused as 'already a run directory'."""
+    dead = RunDir.create(tmp_path / "run", config(rounds=1))
+    dead.write_version(SOURCE.format(block=64), round=0)  # proposed, never evaluated
+    dead.close()
+    again = RunDir.create(tmp_path / "run", config(rounds=5))
+    assert [e["type"] for e in again.events()] == ["run_started"]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["rounds"] == 5
+    assert not (tmp_path / "run" / "v0").exists()
+    # ... but not while another process holds it (it may be evaluating its v0 right now).
+    with pytest.raises(BadInput, match="in use by pid"):
+        RunDir.create(tmp_path / "run", config())
+    again.close()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import click
 
@@ -101,6 +103,8 @@ def loop_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-cache", is_flag=True,
                      help="Time the baselines even if the cache ($XDG_CACHE_HOME/kernelopt, else ~/.cache/kernelopt) "
                           "holds them, and do not store them."),
+        click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     help="Where the evaluation workers run."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -142,3 +146,85 @@ def experience_choice(no_experience: bool, experience_db: str | None) -> "bool |
     if no_experience and experience_db:
         raise BadInput("--experience DB and --no-experience: give one of them")
     return False if no_experience else (experience_db or True)
+
+
+# CLI parameter -> the optimizer option it sets (kernelopt.optimize.base.OPTION_FLAGS maps back).
+_OPTIMIZER_PARAMS = {"provider": "provider", "model": "model", "base_url": "base_url", "llm_command": "llm_command",
+                     "repairs": "repairs", "llm_timeout": "timeout_s", "llm_retries": "retries"}
+
+
+def optimizer_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--optimizer and the options of the optimizer it picks: ONE set, shared by `optimize` and
+    `suite run`. The command gets `optimizer` (the name), `optimizer_options` (only the options
+    given, so that the library can refuse those the chosen optimizer would ignore) and
+    `optimizer_secrets` (the API key: passed to the optimizer, never written anywhere)."""
+    options = [
+        click.option("--optimizer", default="knobs", show_default=True,
+                     help="knobs (no LLM), strategies (pack transforms, then knobs; no LLM), llm, agent, or a "
+                          "third-party optimizer registered as an entry point."),
+        click.option("--provider", default=None, help="llm: openai, anthropic or command."),
+        click.option("--model", default=None, help="llm: model name (or KERNELOPT_LLM_MODEL)."),
+        click.option("--base-url", default=None, help="llm: OpenAI-compatible endpoint (or OPENAI_BASE_URL)."),
+        click.option("--api-key", default=None,
+                     help="llm: key, or - to read it from stdin (else from the environment); never written anywhere. "
+                          "A key on the command line is readable by other processes: prefer --api-key-file."),
+        click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
+                     help="llm: read the key from this file (its first line); never written anywhere."),
+        click.option("--llm-command", default=None,
+                     help="llm --provider command: the command; prompt on stdin, reply on stdout."),
+        click.option("--repairs", type=click.IntRange(min=0), default=None,
+                     help="llm: times a failing candidate goes back to the model with its failure [default: 2]."),
+        click.option("--llm-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="llm: seconds one model call may take [default: 120]."),
+        click.option("--llm-retries", type=click.IntRange(min=0), default=None,
+                     help="llm: retries of a call that timed out or failed transiently [default: 3]."),
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = {key: kwargs.pop(param) for param, key in _OPTIMIZER_PARAMS.items()}
+        api_key = read_api_key(kwargs.pop("api_key"), kwargs.pop("api_key_file"))
+        kwargs["optimizer_options"] = {k: v for k, v in given.items() if v is not None}
+        kwargs["optimizer_secrets"] = {"api_key": api_key} if api_key else {}
+        return fn(*args, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def given_params(ctx: click.Context) -> set[str]:
+    """Names of the parameters given on the command line (or by environment), not defaulted."""
+    from click.core import ParameterSource
+
+    return {p.name for p in ctx.command.params if p.name and ctx.get_parameter_source(p.name)
+            in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same cleanup runs (engine workers stopped, lock released)."""
+
+
+@contextlib.contextmanager
+def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: one line on stderr saying where the work is and how to continue it
+    (`how_to_continue()`; None: nothing was started), then exit 130 (SIGINT) or 143 (SIGTERM)."""
+    import signal
+    import sys
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise Interrupted()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (a library caller's worker): leave SIGTERM alone
+        previous = None
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        note = how_to_continue()
+        click.echo(f"kernelopt: interrupted{'; ' + note if note else ''}", err=True)
+        sys.exit(143 if isinstance(exc, Interrupted) else 130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

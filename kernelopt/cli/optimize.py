@@ -6,16 +6,8 @@ from typing import Any
 
 import click
 
-from kernelopt.cli.common import (
-    dtype_option,
-    emit,
-    experience_choice,
-    json_option,
-    loop_options,
-    parse_overrides,
-    read_api_key,
-    set_option,
-)
+from kernelopt.cli.common import (dtype_option, emit, experience_choice, given_params, interruptible, json_option,
+                                  loop_options, optimizer_options, parse_overrides, set_option)
 
 
 def render_summary(s: Any) -> str:
@@ -40,16 +32,22 @@ def render_summary(s: Any) -> str:
     return "\n".join(lines)
 
 
+# CLI parameter -> RunConfig field, for the options a resume compares with the run's own.
+_RESUME_FIELDS = {"dtype": "dtype", "optimizer": "optimizer", "budget_evals": "budget_evals",
+                  "budget_minutes": "budget_minutes", "rounds": "rounds", "beam": "beam",
+                  "proposals_per_member": "proposals_per_member", "seed": "seed", "executor": "executor",
+                  "trials": "trials", "timeout_s": "timeout_s"}
+
+
 @click.command("optimize", epilog="Exit codes: 0 finished (a faster kernel or not); 1 the starting kernel failed; "
-                                  "2 bad input. Interrupted runs continue with --resume RUNDIR.")
+                                  "2 bad input. Interrupted runs continue with --resume RUNDIR, with the options "
+                                  "they started with (give --rounds or a budget again to extend them).")
 @click.argument("problem_path", metavar="PROBLEM", type=click.Path(dir_okay=False), required=False)
 @click.option("--kernel", "kernel_path", type=click.Path(dir_okay=False), metavar="CANDIDATE",
               help="The starting kernel (defines ModelNew or kernel_function).")
 @set_option
 @dtype_option
-@click.option("--optimizer", default="knobs", show_default=True,
-              help="knobs (no LLM), strategies (pack transforms, then knobs; no LLM), llm, agent, or a "
-                   "third-party optimizer registered as an entry point.")
+@optimizer_options
 @click.option("--budget-evals", type=click.IntRange(min=1), default=None, help="Stop after this many evaluations.")
 @click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Time budget of the whole run (engine start, baselines, profiling, search, final re-timing): "
@@ -57,35 +55,28 @@ def render_summary(s: Any) -> str:
                    "time so far), and no round starts after it.")
 @loop_options
 @click.option("-o", "--out", "run_dir", type=click.Path(file_okay=False), default=None,
-              help="Run directory (default: runs/<problem>-<time>).")
+              help="Run directory (default: runs/<problem>-<time>). A directory whose run never evaluated "
+                   "anything (a usage error stopped it) is started again in place.")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), default=None,
-              help="Continue the run in this directory (PROBLEM and --kernel come from it).")
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
-@click.option("--provider", default=None, help="llm: openai, anthropic or command.")
-@click.option("--model", default=None, help="llm: model name (or KERNELOPT_LLM_MODEL).")
-@click.option("--base-url", default=None, help="llm: OpenAI-compatible endpoint (or OPENAI_BASE_URL).")
-@click.option("--api-key", default=None,
-              help="llm: key, or - to read it from stdin (else from the environment); never written anywhere. "
-                   "A key on the command line is readable by other processes: prefer --api-key-file.")
-@click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
-              help="llm: read the key from this file (its first line); never written anywhere.")
-@click.option("--llm-command", default=None, help="llm --provider command: the command; prompt on stdin, reply on stdout.")
-@click.option("--repairs", type=click.IntRange(min=0), default=2, show_default=True,
-              help="llm: times a failing candidate goes back to the model with its failure.")
+              help="Continue the run in this directory with its own options (PROBLEM, --kernel and the rest "
+                   "come from its run.json); --rounds, --budget-evals, --budget-minutes, --llm-timeout and "
+                   "--llm-retries given again are applied, any other option that differs is refused.")
 @json_option
-def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple[str, ...], dtype: str | None,
-             optimizer: str, budget_evals: int | None, budget_minutes: float | None, rounds: int, beam: int,
-             proposals_per_member: int, seed: int, run_dir: str | None, resume_dir: str | None, executor: str,
-             baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool, experience_db: str | None,
-             no_race: bool, no_cache: bool, provider: str | None, model: str | None, base_url: str | None,
-             api_key: str | None,
-             api_key_file: str | None, llm_command: str | None, repairs: int, as_json: bool) -> None:
+@click.pass_context
+def optimize(ctx: click.Context, problem_path: str | None, kernel_path: str | None, overrides: tuple[str, ...],
+             dtype: str | None, optimizer: str, optimizer_options: dict[str, Any], optimizer_secrets: dict[str, Any],
+             budget_evals: int | None, budget_minutes: float | None, rounds: int, beam: int,
+             proposals_per_member: int, seed: int, baselines: str, trials: int, timeout_s: float, no_profile: bool,
+             no_experience: bool, experience_db: str | None, no_race: bool, no_cache: bool,
+             executor: str, run_dir: str | None,
+             resume_dir: str | None, as_json: bool) -> None:
     """Search for a faster kernel that is still correct, starting from CANDIDATE.
 
     Every version is verified and timed through the engine; the best ones are
     profiled and diagnosed, and the optimizer proposes one change at a time. The
     run directory holds every version, the event log (the state), and at the end
-    final_report.md, benchmark.md, convergence.png and best_kernel.py.
+    final_report.md, benchmark.md, convergence.png and best_kernel.py. Progress goes
+    to stderr: every step on a terminal, one line per round otherwise.
     """
     import datetime
     from pathlib import Path
@@ -96,36 +87,56 @@ def optimize(problem_path: str | None, kernel_path: str | None, overrides: tuple
     from kernelopt.report import build_report
     from kernelopt.report.progress import TerminalProgress
 
-    names = parse_baselines(baselines)
-    common: dict[str, Any] = dict(baselines=names, trials=trials, timeout_s=timeout_s, profile=not no_profile,
-                                  experience=experience_choice(no_experience, experience_db), cache=not no_cache)
-    key = read_api_key(api_key, api_key_file)
-    secrets = {"api_key": key} if key else {}
-    with TerminalProgress() as progress:
-        common.update(progress=progress.line, status=progress.set_status,
-                      engine_progress=lambda e: progress.set_status(f"{e.candidate}: {e.text}"))
+    state_dir: str | None = None
+
+    def how_to_continue() -> str | None:
+        if state_dir is None or not (Path(state_dir) / "run.json").is_file():
+            return None
+        return f"the run is in {state_dir}; continue it with: kernelopt optimize --resume {state_dir}"
+
+    with interruptible(how_to_continue), TerminalProgress() as progress:
+        callbacks: dict[str, Any] = dict(progress=progress.line, status=progress.set_status,
+                                         milestone=progress.milestone, cache=not no_cache,
+                                         engine_progress=lambda e: progress.set_status(f"{e.candidate}: {e.text}"))
         if resume_dir:
             if problem_path or kernel_path:
                 raise BadInput("--resume RUNDIR takes the problem and kernel from the run; give neither")
+            given = given_params(ctx)
+            if "run_dir" in given:
+                raise BadInput("-o: --resume continues RUNDIR in place; leave -o out")
+            values = dict(dtype=dtype, optimizer=optimizer, budget_evals=budget_evals, budget_minutes=budget_minutes,
+                          rounds=rounds, beam=beam, proposals_per_member=proposals_per_member, seed=seed,
+                          executor=executor, trials=trials, timeout_s=timeout_s)
+            again: dict[str, Any] = {field: values[param] for param, field in _RESUME_FIELDS.items() if param in given}
+            if "overrides" in given:
+                again["overrides"] = parse_overrides(overrides)
+            if "baselines" in given:
+                again["baselines"] = parse_baselines(baselines)
+            if "no_profile" in given:
+                again["profile"] = not no_profile
+            if "no_race" in given:
+                again["race"] = not no_race
+            if "no_experience" in given or "experience_db" in given:
+                again["experience"] = experience_choice(no_experience, experience_db)
+            if optimizer_options:
+                again["optimizer_options"] = optimizer_options
             state_dir = resume_dir
-            loop.resume(resume_dir, optimizer_secrets=secrets, **common)
+            loop.resume(resume_dir, optimizer_secrets=optimizer_secrets, **callbacks, **again)
         else:
             if not problem_path or not kernel_path:
                 raise BadInput("optimize needs PROBLEM and --kernel CANDIDATE (or --resume RUNDIR)")
-            options: dict[str, Any] = {}
-            if optimizer == "llm":
-                options = {k: v for k, v in (("provider", provider), ("model", model), ("base_url", base_url),
-                                             ("llm_command", llm_command), ("repairs", repairs)) if v is not None}
             stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
             state_dir = run_dir or str(Path("runs") / f"{Path(problem_path).resolve().parent.name}-{stamp}")
             loop.optimize(problem_path, kernel_path, run_dir=state_dir, overrides=parse_overrides(overrides),
-                          dtype=dtype, optimizer=optimizer, optimizer_options=options, optimizer_secrets=secrets,
-                          budget_evals=budget_evals, budget_minutes=budget_minutes, rounds=rounds, beam=beam,
-                          proposals_per_member=proposals_per_member, seed=seed, executor=executor,
-                          race=not no_race, **common)
+                          dtype=dtype, optimizer=optimizer, optimizer_options=optimizer_options,
+                          optimizer_secrets=optimizer_secrets, budget_evals=budget_evals,
+                          budget_minutes=budget_minutes, rounds=rounds, beam=beam,
+                          proposals_per_member=proposals_per_member, seed=seed, executor=executor, race=not no_race,
+                          baselines=parse_baselines(baselines), trials=trials, timeout_s=timeout_s,
+                          profile=not no_profile, experience=experience_choice(no_experience, experience_db),
+                          **callbacks)
     summary = build_report(state_dir)
-    agent = (optimizer == "agent" and not resume_dir) or (resume_dir and summary.optimizer == "agent")
-    if agent and not as_json:
+    if summary.optimizer == "agent" and not summary.finished and not as_json:
         from kernelopt.optimize.agent import next_steps
 
         emit(summary, False, lambda s: render_summary(s) + "\n\n" + next_steps(state_dir))

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from kernelopt.cli.common import emit, experience_choice, json_option, loop_options
+from kernelopt.cli.common import (emit, experience_choice, interruptible, json_option, loop_options,
+                                  optimizer_options)
 
 
 def render_suite(s: Any) -> str:
@@ -45,7 +46,7 @@ def suite() -> None:
 @suite.command("run", epilog="Exit codes: 0 the run completed (incorrect problems are results, shown in the table); "
                              "2 bad input. Run the same command again to resume an interrupted run.")
 @click.argument("suite_dir", metavar="DIR", type=click.Path(file_okay=False))
-@click.option("--optimizer", default="knobs", show_default=True, help="knobs, strategies, llm, agent, or a registered optimizer.")
+@optimizer_options
 @click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True,
               help="Per problem: the time budget of its whole optimize run (a round proposes only what fits in the minutes left).")
 @click.option("--budget-evals", type=click.IntRange(min=1), default=None, help="Per problem: stop after this many evaluations.")
@@ -57,15 +58,17 @@ def suite() -> None:
               help="Run problems concurrently, one per visible GPU (refused without a GPU).")
 @loop_options
 @json_option
-def run(suite_dir: str, optimizer: str, budget_minutes: float, budget_evals: int | None, problems: str | None,
-        out_dir: str | None, small: bool, parallel_problems: bool, rounds: int, beam: int, proposals_per_member: int,
-        seed: int, baselines: str, trials: int, timeout_s: float, no_profile: bool, no_experience: bool, experience_db: str | None,
-        no_race: bool, no_cache: bool, as_json: bool) -> None:
+def run(suite_dir: str, optimizer: str, optimizer_options: dict[str, Any], optimizer_secrets: dict[str, Any],
+        budget_minutes: float, budget_evals: int | None, problems: str | None, out_dir: str | None, small: bool,
+        parallel_problems: bool, rounds: int, beam: int, proposals_per_member: int, seed: int, baselines: str,
+        trials: int, timeout_s: float, no_profile: bool, no_experience: bool, experience_db: str | None,
+        no_race: bool, no_cache: bool, executor: str, as_json: bool) -> None:
     """Optimize every problem of DIR (each folder with problem.py and kernel.py) and score the suite.
 
     Writes OUT/suite.jsonl (one line per finished problem: the resume state),
     OUT/runs/<problem>/ (each optimize run), suite_result.json, suite_report.md,
-    speedup.png and roofline.png.
+    speedup.png and roofline.png. Progress goes to stderr: every step on a terminal,
+    one line per round and per problem otherwise.
     """
     import datetime
     from pathlib import Path
@@ -77,14 +80,21 @@ def run(suite_dir: str, optimizer: str, budget_minutes: float, budget_evals: int
     names = [p for p in problems.split(",")] if problems is not None else None
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = out_dir or str(Path("runs") / f"suite-{stamp}")
-    with TerminalProgress() as progress:
+    again = f"kernelopt suite run {suite_dir} -o {out}" + (f" --problems {problems}" if problems else "")
+
+    def how_to_continue() -> str | None:
+        return f"the suite's results are in {out}; continue with: {again}" if Path(out).is_dir() else None
+
+    with interruptible(how_to_continue), TerminalProgress() as progress:
         progress.line(f"suite output: {out}")
-        result = run_suite(suite_dir, optimizer=optimizer, budget_minutes=budget_minutes, budget_evals=budget_evals,
-                           problems=names, out_dir=out, small=small, parallel_problems=parallel_problems,
-                           rounds=rounds, beam=beam, proposals_per_member=proposals_per_member, seed=seed,
+        result = run_suite(suite_dir, optimizer=optimizer, optimizer_options=optimizer_options,
+                           optimizer_secrets=optimizer_secrets, budget_minutes=budget_minutes,
+                           budget_evals=budget_evals, problems=names, out_dir=out, small=small,
+                           parallel_problems=parallel_problems, rounds=rounds, beam=beam,
+                           proposals_per_member=proposals_per_member, seed=seed, executor=executor,
                            baselines=parse_baselines(baselines), trials=trials, timeout_s=timeout_s,
                            profile=not no_profile, experience=experience_choice(no_experience, experience_db),
                            cache=not no_cache, race=not no_race,
-                           progress=progress.line, status=progress.set_status,
+                           progress=progress.line, status=progress.set_status, milestone=progress.milestone,
                            engine_progress=lambda e: progress.set_status(f"{e.candidate}: {e.text}"))
     emit(result, as_json, render_suite)

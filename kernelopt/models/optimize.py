@@ -134,6 +134,7 @@ EventType = Literal[
     "lesson",
     "experience_recorded",
     "spent",  # wall seconds a process spent on one phase: startup, baselines, profiling, search, retiming
+    "rejected",  # a model reply (or a prompt) that gave no proposal, and why (the LLM optimizer)
 ]
 
 # The phases a run's wall time is split into (`spent` events; the report's time table), in run order.
@@ -158,6 +159,14 @@ class RunConfig(Model):
     executor: str = "local"
     family: str | None = Field(None, description="problem family (the suite README's column): recommend matches on it")
     race: bool = Field(True, description="racing: a candidate clearly slower than the beam's worst stops being timed")
+    # How each version is judged and what the run writes besides itself: a resumed run keeps these
+    # (before issue 20 they were the resuming call's arguments, so v0 could get 1 trial and v1 3).
+    baselines: list[str] = Field(default_factory=lambda: ["eager", "compile"])
+    trials: int = 3
+    timeout_s: float = 300.0
+    profile: bool = Field(True, description="profile and diagnose the beam (False: --no-profile)")
+    experience: bool | str = Field(
+        True, description="the experience store asked and taught: True the default, a database path, False none")
     device: str | None = Field(None, description="e.g. 'NVIDIA H100 80GB HBM3' or 'cpu (Triton interpreter)'")
     env: dict[str, str | None] = Field(
         default_factory=dict, description="software summary: driver, cuda, torch, triton, python versions"
@@ -188,6 +197,8 @@ class RunState(Model):
     )
     lessons: list[str] = Field(default_factory=list)
     failed_proposals: list[Proposal] = Field(default_factory=list, description="from `proposal_failed` events")
+    rejections: list[dict[str, Any]] = Field(
+        default_factory=list, description="`rejected` events: replies that gave no proposal, with their reasons")
     experience: list[str] = Field(default_factory=list, description="version ids recorded in the experience store")
     resumes: int = 0
     spent: dict[str, float] = Field(

@@ -27,6 +27,7 @@ class AgentOptimizer:
 
     name = "agent"
     interactive = True
+    accepts: frozenset[str] = frozenset()  # the agent decides what to change: an option here would be ignored
 
     def __init__(self, **options: Any) -> None:
         # Accepted and ignored: the agent, not the optimizer, decides what to change.

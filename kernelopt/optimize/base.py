@@ -67,6 +67,44 @@ def available() -> dict[str, str]:
     return REGISTRY.available()
 
 
+# Option name -> the CLI flag that sets it, for messages that tell the user what to drop.
+OPTION_FLAGS: dict[str, str] = {
+    "provider": "--provider", "model": "--model", "base_url": "--base-url", "api_key": "--api-key",
+    "llm_command": "--llm-command", "repairs": "--repairs", "timeout_s": "--llm-timeout", "retries": "--llm-retries",
+}
+
+
+def accepted_options(name: str) -> frozenset[str] | None:
+    """The options optimizer `name` uses: its class's `accepts`, else its named keyword
+    parameters; None when it takes any (`**options` and no `accepts`). BadInput if unknown."""
+    import inspect
+
+    factory = REGISTRY.factory(name)
+    if factory is None:
+        raise BadInput(f"--optimizer {name!r}: unknown optimizer (known: {', '.join(sorted(available()))})")
+    declared = getattr(factory, "accepts", None)
+    if declared is not None:
+        return frozenset(declared)
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def check_options(name: str, options: dict[str, Any]) -> None:
+    """Refuse options that optimizer `name` would ignore (`--provider` with knobs), naming the flag."""
+    accepted = accepted_options(name)
+    if accepted is None:
+        return
+    ignored = [k for k in options if k not in accepted]
+    if ignored:
+        flags = ", ".join(OPTION_FLAGS.get(k, k) for k in ignored)
+        raise BadInput(f"--optimizer {name}: does not use {flags}; leave {'it' if len(ignored) == 1 else 'them'} out")
+
+
 def get_optimizer(name: str, **options: Any) -> Optimizer:
     """Instantiate the optimizer registered as `name` with `options`; BadInput if unknown."""
     factory = REGISTRY.factory(name)

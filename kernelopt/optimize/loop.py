@@ -54,6 +54,7 @@ class Loop:
         status: Callable[[str], None] | None = None,
         started: float | None = None,
         setup: dict[str, float] | None = None,
+        milestone: Callable[[str], None] | None = None,
         check_shapes: bool = True,
         timeout_s: float = 300.0,
     ) -> None:
@@ -70,6 +71,10 @@ class Loop:
         self.experience = experience
         self.say = progress or (lambda text: None)
         self.status = status or (lambda text: None)
+        # One line per round (and per problem in a suite): shown even where the detail lines are not
+        # (stderr not a terminal: logs, CI, a coding agent), so a long run is never mute.
+        self.milestone = milestone or self.say
+        self._rejections_seen = 0
         self.started = time.monotonic() if started is None else started
         self.setup = dict(setup or {})
         self.state: RunState = rundir.replay()
@@ -421,6 +426,22 @@ class Loop:
                 self.rundir.record_lesson(lesson, vid)
         self.refresh()
 
+    def record_rejections(self, round_: int) -> list[dict[str, Any]]:
+        """The optimizer's rejected replies since the last call (the LLM's parse, guard and provider
+        failures) as `rejected` events, each also a progress line; returns them."""
+        found = getattr(self.optimizer, "rejections", None) or []
+        new = found[self._rejections_seen:]
+        self._rejections_seen = len(found)
+        out = []
+        for item in new:
+            data = item.model_dump(mode="json") if hasattr(item, "model_dump") else dict(item)
+            data.setdefault("round", round_)
+            self.rundir.record_rejected(data)
+            self.say(f"round {round_}: reply for {data.get('parent') or '-'} rejected "
+                     f"({data.get('reason')}: {_first_line(str(data.get('detail', '')))})")
+            out.append(data)
+        return out
+
     def state_lessons(self) -> list[tuple[str, str | None]]:
         return [(e.get("text", ""), e.get("version")) for e in self.rundir.events() if e["type"] == "lesson"]
 
@@ -503,43 +524,48 @@ class Loop:
         # rounds_finished counts from round 0 (the starting kernel): round r done -> r + 1.
         start_round = max(1, self.state.rounds_finished)
         for round_ in range(start_round, self.config.rounds + 1):
-            self.profile_beam()
             since = time.monotonic()
-            head = self.state.versions[self.state.beam[0]] if self.state.beam else None
-            if head is not None and at_roofline(head, floor := self.floor_ms()):
-                stop = f"at the roofline ({roofline_share(head, floor):.0%} of the DRAM floor)"
-                break
-            if self.budget_left() == 0:
-                stop = "evaluation budget"
-                break
-            if self.out_of_time():
-                stop = "time budget"
-                break
-            if self.state.round < round_:
-                self.rundir.record_round_started(round_)
             # A round killed after its proposals were written: they were evaluated above (pending);
-            # proposing again would give this round a second batch the uninterrupted run never had.
+            # proposing again would give this round a second batch the uninterrupted run never had,
+            # and the round is finished first, whatever the budget says now.
             ids = [v.id for v in self.state.versions.values() if v.round == round_ and v.proposal is not None]
             if not ids:
+                self.profile_beam()
+                since = time.monotonic()
+                head = self.state.versions[self.state.beam[0]] if self.state.beam else None
+                if head is not None and at_roofline(head, floor := self.floor_ms()):
+                    stop = f"at the roofline ({roofline_share(head, floor):.0%} of the DRAM floor)"
+                    break
+                if self.budget_left() == 0:
+                    stop = "evaluation budget"
+                    break
+                if self.out_of_time():
+                    stop = "time budget"
+                    break
+                if self.state.round < round_:
+                    self.rundir.record_round_started(round_)
                 ids = self.propose(round_)
+                rejected = self.record_rejections(round_)
                 self.say(f"round {round_}: {len(ids)} proposals")
                 self.evaluate(ids)
                 ids = ids + self.repair(ids, round_)
                 self.reflect(ids, round_)
-            if not ids:
-                stop = "converged: no new proposals"
-                self.spend("search", since)
-                self.refresh()
-                self.rundir.record_round_finished(round_, self.state.beam[0] if self.state.beam else None)
-                break
+                rejected += self.record_rejections(round_)
+                if not ids:
+                    useless = [r for r in rejected if r.get("reason") != "repeat_prompt"]
+                    stop = ("the model produced nothing usable: " + summarize_rejections(useless)) if useless \
+                        else "converged: no new proposals"
+                    self.spend("search", since)
+                    self.refresh()
+                    self.rundir.record_round_finished(round_, self.state.beam[0] if self.state.beam else None)
+                    self.milestone(f"round {round_}: no proposals ({stop})")
+                    break
             self.record_experience(ids)
             beam = self.promote()
-            best = self.state.versions[beam[0]] if beam else None
-            if best is not None and v0.median_ms:
-                self.say(f"round {round_}: best {best.id} {best.median_ms:.4g} ms ({v0.median_ms / best.median_ms:.2f}x v0)")
             self.spend("search", since)
             self.rundir.record_round_finished(round_, beam[0] if beam else None)
             self.refresh()
+            self.milestone(self.round_line(round_))
         else:
             stop = "rounds"
         since = time.monotonic()
@@ -548,6 +574,18 @@ class Loop:
         self.rundir.record_run_finished(stop, winner)
         self.refresh()
         return self.state
+
+    def round_line(self, round_: int) -> str:
+        """`round 3/8: 14 evaluations, best v9 0.412 ms, 1.17x v0` (search timings)."""
+        v0 = self.state.versions.get("v0")
+        beam = self.state.beam
+        best = self.state.versions[beam[0]] if beam else None
+        text = f"round {round_}/{self.config.rounds}: {self.state.evaluations_done} evaluations"
+        if best is not None and best.median_ms:
+            text += f", best {best.id} {best.median_ms:.4g} ms"
+            if v0 is not None and v0.median_ms:
+                text += f", {v0.median_ms / best.median_ms:.2f}x v0"
+        return text
 
     def choose_winner(self) -> str | None:
         """Re-time the best few, then verify the fastest once more before it is named: the winner."""
@@ -630,6 +668,24 @@ def engine_setup(engine: Any, wall_s: float) -> dict[str, float]:
     baselines_s = max((getattr(r, "baselines_s", 0.0) for r in (getattr(engine, "ready", None) or [])), default=0.0)
     baselines_s = min(baselines_s, wall_s)
     return {"startup": wall_s - baselines_s, "baselines": baselines_s}
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def summarize_rejections(rejections: Sequence[dict[str, Any]]) -> str:
+    """`4 replies rejected (provider_error: --llm-command x: exited with code 1: ...)`: the count
+    and the most common reason with its first detail, in one line."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for r in rejections:
+        by_reason.setdefault(str(r.get("reason")), []).append(r)
+    reason, items = max(by_reason.items(), key=lambda kv: len(kv[1]))
+    others = sorted(k for k in by_reason if k != reason)
+    more = f"; also {', '.join(others)}" if others else ""
+    n = len(rejections)
+    return f"{n} repl{'y' if n == 1 else 'ies'} rejected ({reason}: {_first_line(str(items[0].get('detail', '')))}{more})"
 
 
 def _pool(a: TimingStats, b: TimingStats) -> TimingStats:
@@ -789,6 +845,64 @@ def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, devic
     return metrics, diagnosis, render_summary(metrics) if use_ncu else None
 
 
+# RunConfig fields a resumed run may change: more rounds or a larger budget extend the search.
+RESUME_CHANGEABLE = ("rounds", "budget_evals", "budget_minutes")
+# LLM options a resumed run may change (a hung --llm-command wants a shorter timeout).
+RESUME_CHANGEABLE_OPTIONS = ("timeout_s", "retries")
+# RunConfig field -> the flag that sets it, for one-line refusals.
+CONFIG_FLAGS: dict[str, str] = {
+    "problem": "PROBLEM", "kernel": "--kernel", "overrides": "--set", "dtype": "--dtype", "optimizer": "--optimizer",
+    "rounds": "--rounds", "budget_evals": "--budget-evals", "budget_minutes": "--budget-minutes", "beam": "--beam",
+    "proposals_per_member": "--proposals", "seed": "--seed", "executor": "--executor", "baselines": "--baselines",
+    "trials": "--trials", "timeout_s": "--timeout", "profile": "--no-profile", "experience": "--no-experience",
+    "race": "--no-race",
+}
+# Above this many elements (the product of a problem's integer shape constants) the Triton
+# interpreter takes minutes per version: matvec at 8192 x 8192 took 317 s for one run.
+INTERPRETER_ELEMENTS_WARN = 1 << 22
+
+
+def make_optimizer(config: RunConfig, secrets: dict[str, Any] | None, run_path: Path) -> Any:
+    """The run's optimizer, built from run.json's options (and the secrets, never stored).
+
+    Called before the run directory is created (or a resume appends anything), so an unknown
+    optimizer or provider, a missing --provider or an --llm-command that cannot start is a
+    usage error that leaves nothing behind."""
+    from kernelopt.optimize.base import check_options, get_optimizer
+
+    options = dict(config.optimizer_options)
+    options.pop("prompt_shas", None)
+    check_options(config.optimizer, {**options, **(secrets or {})})
+    if config.optimizer == "llm":
+        options.setdefault("usage_log", str(Path(run_path) / "llm_usage.jsonl"))
+    return get_optimizer(config.optimizer, **options, **(secrets or {}))
+
+
+def interpreter_size_note(problem: Problem, devices: Sequence[str] | None) -> str | None:
+    """One line when the run would use the Triton interpreter on a full-size problem, else None."""
+    from kernelopt.harness.evaluate import visible_devices
+
+    if any(d.startswith("cuda") for d in (devices or visible_devices())):
+        return None
+    sizes = {k: v for k, v in problem.constants.items() if isinstance(v, int) and not isinstance(v, bool) and v > 1}
+    elements = 1
+    for v in sizes.values():
+        elements *= v
+    if not sizes or elements <= INTERPRETER_ELEMENTS_WARN:
+        return None
+    shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    hint = "give smaller sizes with --set NAME=VALUE"
+    try:
+        from kernelopt.suite import small_shape
+
+        small = small_shape(Path(problem.path))
+        hint += " (its SMALL shape: " + " ".join(f"--set {k}={v}" for k, v in small.items()) + ")"
+    except BadInput:
+        pass
+    return (f"note: no GPU: the Triton interpreter runs {problem.name} at {shape}, which can take minutes "
+            f"per version; {hint}")
+
+
 def optimize(
     problem_path: str | Path,
     kernel_path: str | Path,
@@ -818,96 +932,166 @@ def optimize(
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
     engine_progress: Callable[[Any], None] | None = None,
+    milestone: Callable[[str], None] | None = None,
 ) -> RunState:
     """Search for a faster correct kernel; everything lands in `run_dir` (see docs/optimize.md).
 
+    Every option is validated, and the optimizer built, before `run_dir` is created. All of
+    them are recorded in run.json, so `resume` continues with the same ones. `optimizer_secrets`
+    (an API key) reach the optimizer only: they are never written to the run directory.
+    `milestone` gets one line per round (`progress` the detail lines; it defaults to `progress`).
     `experience`: True uses the default store ($KERNELOPT_DB), a path that database, an open
     ExperienceStore itself, False none:
     the store is asked for recommendations and seeds every round, and learns each outcome.
     `family`: the problem family, which recommend matches other problems' records on.
-    `optimizer_secrets` (an API key) reach the optimizer only: they are never written
-    to the run directory (run.json holds `optimizer_options`, not these). `budget_minutes`
-    bounds the whole run's wall time: engine start and baselines, profiling, search and the
-    final re-timing."""
+    `budget_minutes` bounds the whole run's wall time: engine start and baselines, profiling,
+    search and the final re-timing."""
     started = time.monotonic()
     from kernelopt.harness.envinfo import git_commit, kernelopt_version
+    from kernelopt.optimize.base import check_options
     from kernelopt.rundir import RunDir, now_iso
     from kernelopt.problem import load_candidate, load_problem
 
-    for name, value in (("--rounds", rounds), ("--beam", beam), ("--proposals", proposals_per_member)):
+    for name, value in (("--rounds", rounds), ("--beam", beam), ("--proposals", proposals_per_member),
+                        ("--trials", trials)):
         if value < 1:
             raise BadInput(f"{name} {value}: need at least 1")
     if budget_evals is not None and budget_evals < 1:
         raise BadInput(f"--budget-evals {budget_evals}: need at least 1")
+    if timeout_s <= 0:
+        raise BadInput(f"--timeout {timeout_s}: must be positive")
     problem = load_problem(problem_path, overrides, dtype)
     load_candidate(kernel_path)  # a bad starting kernel is bad input before anything starts
     optimizer_options = dict(optimizer_options or {})
+    check_options(optimizer, {**optimizer_options, **(optimizer_secrets or {})})
     config = RunConfig(
         problem=str(Path(problem_path).resolve()), overrides=dict(overrides or {}), dtype=dtype,
         kernel=str(Path(kernel_path).resolve()), optimizer=optimizer, optimizer_options=optimizer_options,
         budget_evals=budget_evals, budget_minutes=budget_minutes, rounds=rounds, beam=beam,
         proposals_per_member=proposals_per_member, seed=seed, executor=executor, family=family, race=race,
+        baselines=list(baselines), trials=trials, timeout_s=timeout_s, profile=profile,
+        experience=experience if isinstance(experience, bool) else str(getattr(experience, "path", experience)),
         kernelopt_version=kernelopt_version(), git_commit=git_commit(), created_at=now_iso(),
     )
+    opt = make_optimizer(config, optimizer_secrets, Path(run_dir))
+    note = interpreter_size_note(problem, devices)
+    if note:
+        (milestone or progress or (lambda text: None))(note)
     rundir = RunDir.create(run_dir, config)
-    return _run(rundir, problem, config, devices=devices, baselines=baselines, trials=trials, timeout_s=timeout_s,
-                profile=profile, experience=experience, progress=progress, status=status,
-                engine_progress=engine_progress, secrets=optimizer_secrets, started=started, cache=cache)
+    return _run(rundir, problem, config, opt, devices=devices, progress=progress, status=status,
+                milestone=milestone, engine_progress=engine_progress, started=started,
+                store=experience if hasattr(experience, "add") else None, cache=cache)
 
 
-def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, baselines: Sequence[str] = ("eager", "compile"),
-           trials: int = 3, timeout_s: float = 300.0, profile: bool = True, experience: Any = True,
-           cache: bool = True, optimizer_secrets: dict[str, Any] | None = None,
+def reconcile(config: RunConfig, given: dict[str, Any]) -> tuple[RunConfig, dict[str, list[Any]]]:
+    """The run's config with the options a resume gives again: the same value is fine; more rounds,
+    a budget or an LLM timeout/retry count is applied; any other change is refused in one line.
+    Returns (new config, {field: [old, new]})."""
+    updates: dict[str, Any] = {}
+    changes: dict[str, list[Any]] = {}
+    refused: list[str] = []
+    for key, value in given.items():
+        if key not in RunConfig.model_fields:
+            raise BadInput(f"resume: unknown option {key!r}")
+        if key == "optimizer_options":
+            options = dict(config.optimizer_options)
+            for name, v in (value or {}).items():
+                if options.get(name) == v:
+                    continue
+                if name in RESUME_CHANGEABLE_OPTIONS:
+                    changes[f"optimizer_options.{name}"] = [options.get(name), v]
+                    options[name] = v
+                else:
+                    from kernelopt.optimize.base import OPTION_FLAGS
+
+                    refused.append(f"{OPTION_FLAGS.get(name, name)} (this run: {options.get(name)!r})")
+            updates["optimizer_options"] = options
+            continue
+        current = getattr(config, key)
+        value = list(value) if isinstance(value, tuple) else value
+        if value == current:
+            continue
+        if key in RESUME_CHANGEABLE:
+            updates[key] = value
+            changes[key] = [current, value]
+        else:
+            refused.append(f"{CONFIG_FLAGS.get(key, key)} (this run: {current!r})")
+    if refused:
+        raise BadInput(f"a resumed run keeps the options it started with; cannot change {', '.join(refused)}: "
+                       "start a new run with -o to use other ones")
+    return config.model_copy(update=updates), changes
+
+
+def resume(run_dir: str | Path, *, devices: Sequence[str] | None = None, cache: bool = True,
+           optimizer_secrets: dict[str, Any] | None = None,
            progress: Callable[[str], None] | None = None, status: Callable[[str], None] | None = None,
-           engine_progress: Callable[[Any], None] | None = None) -> RunState:
-    """Continue a run killed at any point: nothing finished is evaluated again. The time budget
-    counts what the earlier processes of the run spent."""
+           engine_progress: Callable[[Any], None] | None = None, milestone: Callable[[str], None] | None = None,
+           **given: Any) -> RunState:
+    """Continue a run killed at any point, with the options in its run.json: nothing finished is
+    evaluated again.
+
+    `given` (RunConfig field names: rounds, budget_evals, trials, profile, ...) are options given
+    again: more rounds or a larger budget are applied (run.json and the `resumed` event say so),
+    anything else that differs from the run's is refused (`reconcile`). A finished run is left
+    as it is (nothing appended). The time budget counts what the earlier processes of the run spent.
+    `cache` (use the baseline cache) is this process's choice, not the run's."""
     started = time.monotonic()
-    from kernelopt.problem import load_problem
     from kernelopt.rundir import RunDir
+    from kernelopt.problem import load_problem
 
+    # An open ExperienceStore (a library caller's) is used as it is: run.json names its path.
+    store = given.pop("experience") if hasattr(given.get("experience"), "add") else None
     rundir = RunDir.open(run_dir)
-    config = rundir.config
-    problem = load_problem(config.problem, config.overrides, config.dtype)
-    rundir.record_resumed()
-    return _run(rundir, problem, config, devices=devices, baselines=baselines, trials=trials, timeout_s=timeout_s,
-                profile=profile, experience=experience, progress=progress, status=status,
-                engine_progress=engine_progress, secrets=optimizer_secrets, started=started, cache=cache)
+    try:
+        config, changes = reconcile(rundir.config, given)
+        state = rundir.replay()
+        if state.finished:
+            if changes:
+                raise BadInput(f"{run_dir}: the run already finished ({state.stop_reason}); it cannot be extended "
+                               f"({', '.join(changes)}): start a new run")
+            (milestone or progress or (lambda text: None))(
+                f"{run_dir}: already finished ({state.stop_reason}); nothing to resume")
+            rundir.close()
+            return state
+        problem = load_problem(config.problem, config.overrides, config.dtype)
+        opt = make_optimizer(config, optimizer_secrets, rundir.path)
+        if changes:
+            rundir.update_config(config)
+        rundir.record_resumed(changes)
+    except BaseException:
+        rundir.close()
+        raise
+    return _run(rundir, problem, config, opt, devices=devices, progress=progress, status=status,
+                milestone=milestone, engine_progress=engine_progress, started=started, store=store, cache=cache)
 
 
-def _run(rundir: Any, problem: Problem, config: RunConfig, *, devices: Sequence[str] | None, baselines: Sequence[str],
-         trials: int, timeout_s: float, profile: bool, experience: Any, progress: Any, status: Any,
-         engine_progress: Any, secrets: dict[str, Any] | None = None, started: float | None = None,
-         cache: bool = True) -> RunState:
+def _run(rundir: Any, problem: Problem, config: RunConfig, opt: Any, *, devices: Sequence[str] | None,
+         progress: Any, status: Any, milestone: Any, engine_progress: Any, started: float | None = None,
+         store: Any = None, cache: bool = True) -> RunState:
     from kernelopt.harness.evaluate import Engine
-    from kernelopt.optimize.base import get_optimizer
     from kernelopt.report.run_report import render_run
 
-    options = dict(config.optimizer_options)
-    options.pop("prompt_shas", None)
-    if config.optimizer == "llm" and rundir.path is not None:
-        options.setdefault("usage_log", str(Path(rundir.path) / "llm_usage.jsonl"))
-    opt = get_optimizer(config.optimizer, **options, **(secrets or {}))
-    store = experience if hasattr(experience, "add") else None  # an open ExperienceStore, given by the caller
-    if experience and store is None:
+    # `store`: an open ExperienceStore, given by the caller; else the one run.json names.
+    if config.experience and store is None:
         try:
             from kernelopt.experience.store import ExperienceStore
 
-            store = ExperienceStore(None if experience is True else experience)
+            store = ExperienceStore(None if config.experience is True else config.experience)
         except Exception as exc:  # noqa: BLE001 - advisory: the run goes on without remembering
             (progress or (lambda t: None))(f"experience store unavailable ({exc}); outcomes are not recorded")
     try:
         engine_start = time.monotonic()
         # Model-written candidates are the likeliest to probe the harness: a real OS sandbox where there is one.
-        with Engine(problem, baselines=baselines, trials=trials, timeout_s=timeout_s, seed=config.seed,
-                    executor=config.executor, devices=devices, progress=engine_progress, cache=cache,
+        with Engine(problem, baselines=config.baselines, trials=config.trials, timeout_s=config.timeout_s,
+                    seed=config.seed, executor=config.executor, devices=devices, progress=engine_progress, cache=cache,
                     isolate="auto" if config.optimizer == "llm" else "worker") as engine:
             if engine.ready and engine.ready[0].device and not config.device:
                 from kernelopt.harness.envinfo import software_summary
 
                 config = rundir.record_environment(engine.ready[0].device, software_summary())
-            loop = Loop(rundir, problem, config, engine=engine, optimizer=opt, profile=profile, experience=store,
-                        progress=progress, status=status, started=started, timeout_s=timeout_s,
+            loop = Loop(rundir, problem, config, engine=engine, optimizer=opt, profile=config.profile,
+                        experience=store, progress=progress, status=status, milestone=milestone, started=started,
+                        timeout_s=config.timeout_s,
                         setup=engine_setup(engine, time.monotonic() - (engine_start if started is None else started)))
             state = loop.run()
     finally:

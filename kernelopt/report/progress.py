@@ -1,9 +1,11 @@
 """Progress on a terminal: a line per finished step, and the elapsed time while one runs.
 
 Long work (an engine batch, an optimize run, a suite) reports through callbacks; this
-renders them on stderr when stderr is a terminal, and stays silent otherwise (so
-`--json` on stdout and logs stay clean). A heartbeat rewrites one status line every
-second, so a slow or hung candidate is never silent.
+renders them on stderr when stderr is a terminal. A heartbeat rewrites one status line
+every second, so a slow or hung candidate is never silent. When stderr is not a terminal
+(a log, CI, a coding agent) only milestones are written, one plain line each (a round,
+a suite problem): enough to see a long run move, never a status line rewritten in place.
+Nothing goes to stdout, so `--json` stays clean.
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ class TerminalProgress:
             return
         with self._lock:
             self._clear_locked()
+            self.stream.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
+            self.stream.flush()
+
+    def milestone(self, text: str) -> None:
+        """A line worth seeing in a log too (a round finished, a suite problem done): written
+        whether or not stderr is a terminal."""
+        with self._lock:
+            if self.enabled:
+                self._clear_locked()
             self.stream.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
             self.stream.flush()
 

@@ -145,6 +145,9 @@ class KnobSearchOptimizer:
 
     name = "knobs"
 
+    # The options it uses (kernelopt.optimize.base.check_options refuses others before a run starts).
+    accepts = frozenset({"seed_knobs", "kinds", "exclude", "domains", "strategies"})
+
     def __init__(self, *, seed_knobs: dict[str, KnobValue] | None = None, kinds: list[str] | tuple[str, ...] | None = None,
                  exclude: list[str] | tuple[str, ...] | None = None, domains: dict[str, list[KnobValue]] | None = None,
                  strategies: Any = None, **unknown: Any) -> None:

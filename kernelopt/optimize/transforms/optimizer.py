@@ -38,6 +38,8 @@ class StrategiesOptimizer:
     (`seed_knobs`, `kinds`, `exclude`, `domains`)."""
 
     name = "strategies"
+    # The options it uses (kernelopt.optimize.base.check_options refuses others before a run starts).
+    accepts = frozenset({"strategies", "transforms", "seed_knobs", "kinds", "exclude", "domains"})
 
     def __init__(self, *, strategies: StrategySet | None = None, transforms: list[str] | None = None,
                  **knob_options: Any) -> None:

@@ -72,8 +72,9 @@ class ProviderError(KerneloptError):
         retryable: bool = False,
         fatal: bool = False,
         retry_after_s: float | None = None,
+        exit_code: int | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, exit_code=exit_code)
         self.status = status
         self.retryable = retryable
         self.fatal = fatal

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -43,6 +44,11 @@ class CommandProvider:
             raise BadInput(f"--llm-command: cannot split: {exc}") from None
         if not self.argv:
             raise BadInput("--llm-command: empty command")
+        program = self.argv[0]
+        found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
+        if found is None:
+            # A missing tool is a usage error (exit 2), found before a run directory is created.
+            raise BadInput(f"--llm-command {program}: no such program (not on PATH or not executable)")
         self.model = model  # only recorded: the command picks its own model
 
     def __repr__(self) -> str:
@@ -60,7 +66,9 @@ class CommandProvider:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise ProviderError(f"--llm-command {self.argv[0]}: cannot start: {exc.strerror or exc}", fatal=True) from None
+            # The tool itself is missing or broken: exit 2, like any missing external tool.
+            raise ProviderError(f"--llm-command {self.argv[0]}: cannot start: {exc.strerror or exc}", fatal=True,
+                                exit_code=2) from None
         try:
             stdout, stderr = proc.communicate(prompt.encode("utf-8"), timeout=timeout_s)
         except subprocess.TimeoutExpired:
