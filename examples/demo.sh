@@ -29,12 +29,24 @@ sizes() {
 }
 
 failures=0
+shown() {
+  # The command as one could paste it: arguments with spaces or quotes are quoted.
+  local arg out=""
+  for arg in "$@"; do
+    if [[ "$arg" =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then
+      out+="$arg "
+    else
+      out+="'${arg//\'/\'\\\'\'}' "
+    fi
+  done
+  echo "${out% }"
+}
 step() {
   # step EXPECTED_EXIT_CODE command...: run, show, and count an unexpected exit code.
   local expected=$1
   shift
   echo
-  echo "\$ $*"
+  echo "\$ $(shown "$@")"
   "$@"
   local rc=$?
   if [ "$rc" != "$expected" ]; then
@@ -67,22 +79,26 @@ fi
 # What to try for that bottleneck: the strategy packs, then past outcomes (a fresh store
 # here, so only the shipped seed experience answers).
 step 0 kernelopt strategies list --backend triton --category dram
-demo_db=$(mktemp -d)/experience.db
+# Everything the demo writes goes to a temporary folder (said so at the end), never to runs/
+# or your experience store.
+demo_dir=$(mktemp -d)
 # The diagnosis as JSON, so that recommend takes the bottleneck, sub-cause and measured
 # values from it and the packs' conditions are checked (same source as the step above).
-diagnosis="$(dirname "$demo_db")/diagnosis.json"
+diagnosis="$demo_dir/diagnosis.json"
 if [ "$gpu" = 1 ] && command -v ncu >/dev/null 2>&1; then
   kernelopt diagnose examples/softmax/problem.py --kernel examples/softmax/kernel.py --json >"$diagnosis"
 else
   kernelopt diagnose --metrics tests/fixtures/profile/softmax/raw.csv --json >"$diagnosis"
 fi
-step 0 kernelopt experience recommend --db "$demo_db" --diagnosis "$diagnosis" --kernel "row softmax" \
-  --backend triton --chip sm_90 -n 3
+# A fresh experience store (the default one under a temporary XDG_DATA_HOME, created on first
+# use), so only the shipped seed experience answers.
+step 0 env XDG_DATA_HOME="$demo_dir" KERNELOPT_DB= kernelopt experience recommend --diagnosis "$diagnosis" \
+  --kernel "row softmax" --backend triton --chip sm_90 -n 3
 
 # Optimize: the knob optimizer searches launch parameters, verifying and timing every version,
 # then re-times the best few interleaved and writes the report. On a GPU at full size (about two
 # minutes); on the CPU a small interpreter run whose times are interpreter wall times.
-run_dir="$(dirname "$demo_db")/optimize-matvec"
+run_dir="$demo_dir/optimize-matvec"
 if [ "$gpu" = 1 ]; then
   step 0 kernelopt optimize examples/matvec/problem.py --kernel examples/matvec/kernel.py -o "$run_dir" \
     --budget-minutes 2 --no-experience
@@ -94,6 +110,7 @@ fi
 step 0 kernelopt report "$run_dir"
 
 echo
+echo "demo: its files (the diagnosis, the experience store, the optimize run) are in the temporary folder $demo_dir"
 if [ "$failures" = 0 ]; then
   echo "demo: all steps behaved as expected"
 else

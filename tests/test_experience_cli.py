@@ -94,3 +94,24 @@ def test_cold_add_does_not_import_heavy_packages(tmp_path: Path) -> None:
     # existing one must not.
     subprocess.run([sys.executable, "-c", f"from kernelopt.experience.store import ExperienceStore; ExperienceStore({str(tmp_path / 'e.db')!r})"], check=True)
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_read_commands_on_a_missing_database_say_so_and_create_nothing(tmp_path: Path) -> None:
+    """Issue 20: a mistyped --db was created, empty (even under a folder that did not exist), and
+    read as 'no records'."""
+    for where in (tmp_path / "typo.db", tmp_path / "no-such-folder" / "e.db"):
+        for args in (["list"], ["stats"], ["search", "softmax"], ["recommend", "--kernel", "k"],
+                     ["export", str(tmp_path / "out.jsonl")], ["sync"]):
+            code, _, err = run(*args, "--db", str(where))
+            assert code == 2 and "no such database" in err and len(err.strip().splitlines()) == 1, (args, err)
+            assert not where.exists() and not (tmp_path / "out.jsonl").exists()
+        res = CliRunner().invoke(main, ["experience", "list"], env={"KERNELOPT_DB": str(where)})
+        assert res.exit_code == 2 and "no such database" in res.stderr
+    assert not (tmp_path / "no-such-folder").exists()
+    # A write command creates a new database, but not a folder that is not there (a typo, too).
+    code, _, err = run("add", "--db", str(tmp_path / "no-such-folder" / "e.db"), "--kernel", "k")
+    assert code == 2 and "no such folder" in err and not (tmp_path / "no-such-folder").exists()
+    code, _, _ = run("add", "--db", str(tmp_path / "new.db"), "--kernel", "k")
+    assert code == 0 and (tmp_path / "new.db").is_file()
+    code, out, _ = run("list", "--db", str(tmp_path / "new.db"))
+    assert code == 0 and "k" in out

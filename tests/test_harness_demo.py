@@ -25,3 +25,6 @@ def test_demo_script_runs_on_cpu():
     assert "demo: all steps behaved as expected" in proc.stdout
     # The optimize step ran the loop end to end and wrote its report.
     assert "interpreter wall time" in proc.stdout and "final_report.md" in proc.stdout
+    # Issue 20: each command is shown as one could paste it, and the demo says where its files went.
+    assert "--kernel 'row softmax'" in proc.stdout
+    assert "in the temporary folder /" in proc.stdout

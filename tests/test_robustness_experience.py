@@ -191,6 +191,7 @@ def test_recommend_from_diagnosis_checks_pack_conditions(tmp_path: Path) -> None
     path = tmp_path / "diagnosis.json"
     path.write_text(diag.output)
     db = str(tmp_path / "e.db")
+    ExperienceStore(db).close()  # an empty store: recommend reads an existing one (issue 20)
     plain = cli("experience", "recommend", "--kernel", "softmax", "--backend", "triton", "--bottleneck", "dram",
                 "-n", "20", "--json", "--db", db)
     assert "missing dram_throughput_pct" in plain.output  # without metrics the conditions cannot be checked

@@ -192,7 +192,10 @@ def test_hub_model_is_not_fetched_without_opt_in(monkeypatch: pytest.MonkeyPatch
 def test_bm25_fallback_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelopt.experience import embeddings
 
+    from kernelopt.experience.store import ExperienceStore
+
     monkeypatch.setattr(embeddings, "_load", lambda name: embeddings.LOAD_ERRORS.update({name: "offline"}))
+    ExperienceStore(tmp_path / "e.db").close()  # an empty store: recommend reads an existing one (issue 20)
     res = cli("experience", "recommend", "--kernel", "softmax", "--json", "--db", str(tmp_path / "e.db"),
               env={"KERNELOPT_EMBEDDING_MODEL": "some-org/some-model"})
     assert res.exit_code == 0, res.output

@@ -26,10 +26,23 @@ db_option = click.option(
 )
 
 
-def _store(db_path: str | None, create: bool = True) -> Any:
-    from kernelopt.experience.store import ExperienceStore
+def _store(db_path: str | None, *, read: bool = False) -> Any:
+    """The store of `--db` (or $KERNELOPT_DB, or the default path).
 
-    return ExperienceStore(db_path, create=create)
+    A database named explicitly must be there for a read command (`read`): a mistyped --db
+    used to be created, empty, and read as "no records". A write command creates it, but
+    only in a folder that exists. The default path is created on first use either way."""
+    from kernelopt.errors import BadInput
+    from kernelopt.experience.store import ExperienceStore, default_db_path
+
+    given = db_path is not None
+    path = Path(db_path).expanduser() if given else default_db_path()
+    if given and str(db_path) != ":memory:" and not path.exists():
+        if read:
+            raise BadInput(f"{path}: no such database (a read command does not create one; check --db / KERNELOPT_DB)")
+        if not path.parent.is_dir():
+            raise BadInput(f"{path}: no such folder {path.parent} (check --db / KERNELOPT_DB)")
+    return ExperienceStore(db_path, create=True)
 
 
 def _metrics_arg(text: str | None, flag: str) -> dict[str, Any] | None:
@@ -206,7 +219,7 @@ def recommend(kernel: str | None, backend: str | None, chip: str | None, bottlen
     situation = situation_from(kernel=kernel, backend=backend, chip=chip, bottleneck=bottleneck, stall=stall,
                                metrics=_metrics_values(metrics), diagnosis=diagnosis, device=device, dtype=dtype,
                                family=family, shape_class=shape_class)
-    with _store(db_path) as store:
+    with _store(db_path, read=True) as store:
         answer = rank(situation, store, n=n, include_packs=not no_packs)
     if answer.retrieval == "bm25":
         # Said on stderr too, so it is seen under --json as well.
@@ -240,7 +253,7 @@ def recommend(kernel: str | None, backend: str | None, chip: str | None, bottlen
 @db_option
 def search(query: str, n: int, as_json: bool, db_path: str | None) -> None:
     """Records nearest in meaning to QUERY (yours and the shipped seed)."""
-    with _store(db_path) as store:
+    with _store(db_path, read=True) as store:
         hits = store.search(query, n=n)
     emit(hits, as_json, lambda hs: "\n".join(
         f"{h.score:.3f} {'seed ' if h.seed else ''}{_record_line(h.record)}" for h in hs) or "no match")
@@ -265,7 +278,7 @@ def list_(kernel: str | None, backend: str | None, chip: str | None, bottleneck:
     """List records, newest first, filtered."""
     from kernelopt.experience.labels import normalize_bottleneck, normalize_outcome, strategy_id
 
-    with _store(db_path) as store:
+    with _store(db_path, read=True) as store:
         records = store.list(kernel=kernel, backend=backend, chip=chip, bottleneck=normalize_bottleneck(bottleneck),
                              strategy=strategy_id(strategy) if strategy else None,
                              outcome=normalize_outcome(outcome), source=source, limit=limit,
@@ -296,7 +309,7 @@ def sync(output: str | None, title: str, db_path: str | None) -> None:
     """Write a Markdown digest of the database (templates/experience_digest.md)."""
     from kernelopt.errors import BadInput
 
-    with _store(db_path) as store:
+    with _store(db_path, read=True) as store:
         text = store.digest(title=title)
     if output is None:
         click.echo(text, nl=False)
@@ -313,7 +326,7 @@ def sync(output: str | None, title: str, db_path: str | None) -> None:
 @db_option
 def stats(as_json: bool, db_path: str | None) -> None:
     """Totals, outcome counts, success rates and top strategies per bottleneck."""
-    with _store(db_path) as store:
+    with _store(db_path, read=True) as store:
         result = store.stats()
 
     def human(s: Any) -> str:
@@ -333,7 +346,7 @@ def stats(as_json: bool, db_path: str | None) -> None:
 @db_option
 def export_(file: str, db_path: str | None) -> None:
     """Write every record (including folded ones) to FILE as JSONL."""
-    with _store(db_path) as store:
+    with _store(db_path, read=True) as store:
         n = store.export(file)
     click.echo(f"exported {n} records to {file}")
 

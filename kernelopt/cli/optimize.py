@@ -12,19 +12,24 @@ from kernelopt.cli.common import (dtype_option, emit, experience_choice, given_p
 
 def render_summary(s: Any) -> str:
     lines = [f"run        {s.path}", f"problem    {s.problem_path}", f"device     {s.device or '-'}",
-             f"stopped    {s.stop_reason or 'not finished'} after {max(0, s.rounds_finished - 1)} search round(s), "
+             f"stopped    {s.stop_reason or 'not finished'} after {s.search_rounds} search round(s), "
              f"{s.evaluations_done} evaluations"]
     if s.best is not None and s.start_ms and s.best_ms:
         spread = f" (IQR range {s.speedup_low:.2f}-{s.speedup_high:.2f}x)" if s.speedup_low and s.speedup_high else ""
-        lines.append(f"best       {s.best.id}: {s.best_ms:.4g} ms vs v0 {s.start_ms:.4g} ms -> {s.speedup:.2f}x{spread}"
-                     f" [{s.time_label}{', re-timed A-B-B-A' if s.retimed else ''}]")
+        verdict = f"no measurable difference: {s.speedup:.2f}x is inside the spread{spread}" if s.within_spread \
+            else f"{s.speedup:.2f}x{spread}"
+        lines.append(f"best       {s.best.id}: {s.best_ms:.4g} ms vs v0 {s.start_ms:.4g} ms -> {verdict}"
+                     f" [{s.time_label}{', re-timed A-B-B-A' if s.retimed else ', search timings'}]")
         if s.shapes:
             lines.append(f"shapes     {s.shapes}")
         for label, ratio in s.vs_baselines.items():
             lines.append(f"vs {label:<8}{ratio:.2f}x ({s.baselines_ms[label]:.4g} ms)")
     if s.lineage:
         lines.append("lineage    " + " -> ".join(f"{v.id}" + (f" [{v.change}]" if v.change and v.id != 'v0' else "")
-                                              for v in s.lineage))
+                                              for v in s.lineage) + " (per-step times: search timings, in the report)")
+    if s.rejections:
+        lines.append(f"rejected   {len(s.rejections)} model repl{'y' if len(s.rejections) == 1 else 'ies'} gave no "
+                     "proposal (reasons in final_report.md and events.jsonl)")
     lines += [f"refused    {c}" for c in s.refused]
     if s.best_kernel_refused:
         lines.append(f"refused    best_kernel.py not written: {s.best_kernel_refused}")

@@ -57,6 +57,17 @@ class ConvergencePoint(Model):
     best: str | None = None
 
 
+class RejectionRow(Model):
+    """A model reply (or a prompt not sent) that gave no proposal: a `rejected` event."""
+
+    round: int | None = None
+    kind: str = Field("propose", description="propose | repair | reflect")
+    parent: str | None = Field(None, description="the version the reply was to change")
+    strategy: str | None = None
+    reason: str = Field(description="provider_error | no_code | syntax | no_entry | guard | duplicate | repeat_prompt")
+    detail: str = ""
+
+
 class RunSummary(Model):
     path: str
     problem: str
@@ -71,7 +82,8 @@ class RunSummary(Model):
     created_at: str | None = None
     finished: bool = False
     stop_reason: str | None = None
-    rounds_finished: int = 0
+    rounds_finished: int = Field(0, description="rounds finished, round 0 (the starting kernel) included")
+    search_rounds: int = Field(0, description="search rounds finished (round 0 not counted): what stdout and the report say")
     evaluations_done: int = 0
     resumes: int = 0
     start: VersionRow | None = None
@@ -82,6 +94,7 @@ class RunSummary(Model):
     speedup: float | None = None
     speedup_low: float | None = Field(None, description="bound from the interquartile ranges of both timings")
     speedup_high: float | None = None
+    within_spread: bool = Field(False, description="interpreter times whose speedup range spans 1.0: no measurable difference")
     baselines_ms: dict[str, float] = Field(default_factory=dict)
     vs_baselines: dict[str, float] = Field(default_factory=dict, description="baseline median / best median")
     lineage: list[VersionRow] = Field(default_factory=list, description="v0 ... best, parent to child")
@@ -95,6 +108,7 @@ class RunSummary(Model):
         default_factory=dict,
         description="wall seconds by phase: startup, baselines, profiling, search, retiming (every process of the run)")
     spent_total_s: float = Field(0.0, description="the sum of spent: the run's wall time as recorded")
+    rejections: list[RejectionRow] = Field(default_factory=list, description="model replies that gave no proposal")
     files: list[str] = Field(default_factory=list, description="what render_run wrote")
     refused: list[str] = Field(
         default_factory=list, description="why versions were refused (their kernel.py changed after evaluation, or "

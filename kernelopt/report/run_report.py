@@ -14,7 +14,8 @@ from kernelopt.harness.timing import speedup
 from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Timing, TimingStats
 from kernelopt.models.optimize import Proposal, RunState, Version
-from kernelopt.models.report import BottleneckSummary, ConvergencePoint, RunSummary, StrategyStats, VersionRow
+from kernelopt.models.report import (BottleneckSummary, ConvergencePoint, RejectionRow, RunSummary, StrategyStats,
+                                     VersionRow)
 from kernelopt.rundir import RunDir, atomic_write, iter_versions, verified_bytes
 
 INTERPRETER_LABEL = "interpreter wall time"
@@ -98,6 +99,7 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
         finished=state.finished,
         stop_reason=state.stop_reason,
         rounds_finished=state.rounds_finished,
+        search_rounds=max(0, state.rounds_finished - 1),
         evaluations_done=state.evaluations_done,
         resumes=state.resumes,
         start=rows.get("v0"),
@@ -109,6 +111,8 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
         spent=spent_by_phase(state),
         spent_total_s=sum(state.spent.values()),
         refused=[v.refused for v in versions if v.refused],
+        rejections=[RejectionRow.model_validate({**{k: r[k] for k in RejectionRow.model_fields if k in r},
+                                                 "kind": r.get("call") or "propose"}) for r in state.rejections],
     )
     if best is not None:
         summary.lineage = [rows[vid] for vid in lineage(state, best.id)]
@@ -308,6 +312,10 @@ def _fill_speedup(summary: RunSummary, state: RunState, start: Version | None, b
         high_den = s1.median_ms - s1.iqr_ms / 2
         summary.speedup_low = (s0.median_ms - s0.iqr_ms / 2) / low_den if low_den > 0 else None
         summary.speedup_high = (s0.median_ms + s0.iqr_ms / 2) / high_den if high_den > 0 else None
+        # Interpreter wall times are noisy CPU figures: a gain inside the spread is not a speedup.
+        summary.within_spread = bool(
+            summary.interpreter and summary.speedup_low is not None and summary.speedup_high is not None
+            and summary.speedup_low <= 1.0 <= summary.speedup_high)
 
 
 def _baselines(state: RunState) -> dict[str, Timing]:
