@@ -175,3 +175,21 @@ def test_suite_run_refuses_an_optimize_run_directory(tmp_path: Path) -> None:
     assert _optimize(run).exit_code == 0
     res = CliRunner().invoke(main, ["suite", "run", str(SUITE), "--problems", "gelu", "--small", "-o", str(run)])
     assert res.exit_code == 2 and "holds an optimize run" in res.stderr
+
+
+def test_a_full_size_problem_on_the_cpu_is_announced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: matvec at 8192 x 8192 ran silently for 317 s in the interpreter. One line on
+    stderr before it starts, with the way out (--set, or the problem's SMALL shape)."""
+    import kernelopt.harness.evaluate as evaluate_mod
+
+    monkeypatch.setattr(evaluate_mod, "visible_devices", lambda: ["cpu"])
+    gelu = SUITE / "gelu"
+    res = CliRunner().invoke(main, ["optimize", str(gelu / "problem.py"), "--kernel", str(gelu / "kernel.py"),
+                                    "-o", str(tmp_path / "full"), "--rounds", "1", "--no-profile",
+                                    "--no-experience", "--json"])
+    assert res.exit_code == 0, res.stderr
+    notes = [line for line in res.stderr.splitlines() if "no GPU" in line]
+    assert len(notes) == 1 and "ROWS=32768" in notes[0] and "--set ROWS=3 --set COLS=300" in notes[0]
+    json.loads(res.stdout)  # the note is not on stdout
+    res = _optimize(tmp_path / "small")  # softmax at ROWS=4, COLS=32
+    assert res.exit_code == 0 and "no GPU" not in res.stderr

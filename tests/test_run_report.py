@@ -147,3 +147,36 @@ def test_log_axes_label_only_1_2_5_steps_in_plain_numbers() -> None:
     major = [t.get_text() for t in ax.get_yticklabels() if 0.03 <= t.get_position()[1] <= 4.0]
     assert major == ["0.05", "0.1", "0.2", "0.5", "1", "2"]
     assert not any(t.get_text() for t in ax.yaxis.get_minorticklabels())
+
+
+def test_headline_and_lineage_say_where_their_times_come_from(tmp_path: Path) -> None:
+    """Issue 20: the headline (re-timed, 1.17x) and the lineage (search timings, 0.978x) disagreed
+    without saying why; stdout and the report counted rounds differently (6 against 7)."""
+    from kernelopt.cli.optimize import render_summary
+
+    run = build_run(tmp_path / "run", finish=False)
+    run.record_retimed({"v3": stats(2.5), "v1": stats(4.2), "v0": stats(7.5)})
+    run.record_run_finished("converged", "v3")
+    summary = build_report(run)
+    report = (tmp_path / "run" / "final_report.md").read_text()
+    assert "median ms (search)" in report and "the speedup above comes from the final interleaved re-timing" in report
+    assert "Search rounds finished: 2 " in report
+    text = render_summary(summary)
+    assert "after 2 search round(s)" in text and "re-timed A-B-B-A" in text and "search timings" in text
+
+
+def test_an_interpreter_gain_inside_the_spread_is_not_called_a_speedup(tmp_path: Path) -> None:
+    from kernelopt.cli.optimize import render_summary
+
+    run = build_run(tmp_path / "run", finish=False)
+    run.record_retimed({"v3": stats(7.4, iqr=1.0), "v0": stats(7.5, iqr=1.0)})  # 1.01x, spread 0.89-1.15x
+    run.record_run_finished("rounds", "v3")
+    summary = build_report(run)
+    assert summary.within_spread
+    assert "No measurable difference" in (tmp_path / "run" / "final_report.md").read_text()
+    assert "no measurable difference" in render_summary(summary)
+    # A gain well outside the spread is still a speedup.
+    run2 = build_run(tmp_path / "run2", finish=False)
+    run2.record_retimed({"v3": stats(2.5), "v0": stats(7.5)})
+    run2.record_run_finished("rounds", "v3")
+    assert not build_report(run2).within_spread

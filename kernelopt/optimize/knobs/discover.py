@@ -471,7 +471,10 @@ def discover_knobs(source: str, path: str = "<candidate>") -> list[KnobSpec]:
 
 
 def list_knobs(path: str | Path) -> list[KnobSpec]:
-    """The knobs of the candidate file at `path` (`kernelopt knobs`); BadInput for a missing or broken file."""
+    """The knobs of the candidate file at `path` (`kernelopt knobs`); BadInput for a missing or broken
+    file, or one that is not a candidate (no ModelNew / kernel_function), as `check` says."""
     from kernelopt.files import read_text
+    from kernelopt.problem import load_candidate
 
+    load_candidate(path)
     return discover_knobs(read_text(path, "candidate"), str(path))
