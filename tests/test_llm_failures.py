@@ -193,3 +193,18 @@ def test_a_full_size_problem_on_the_cpu_is_announced(tmp_path: Path, monkeypatch
     json.loads(res.stdout)  # the note is not on stdout
     res = _optimize(tmp_path / "small")  # softmax at ROWS=4, COLS=32
     assert res.exit_code == 0 and "no GPU" not in res.stderr
+
+
+def test_a_cpu_run_leaves_no_empty_profile_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: SKILL.md's CPU path found an empty v0/profile/ suggesting a profile that is not there."""
+    import kernelopt.optimize.loop as loop_mod
+
+    tried: list[str] = []
+    real = loop_mod.profile_version
+    monkeypatch.setattr(loop_mod, "profile_version", lambda *a, **k: tried.append(str(a[2])) or real(*a, **k))
+    run = tmp_path / "run"
+    res = CliRunner().invoke(main, ["optimize", str(SOFTMAX / "problem.py"), "--kernel", str(SOFTMAX / "kernel.py"),
+                                    *SMALL, "-o", str(run), "--optimizer", "agent", "--no-experience"])
+    assert res.exit_code == 0, res.stderr
+    assert tried  # profiling was attempted (and, on the CPU, gave nothing)
+    assert not (run / "v0" / "profile").exists() and not (run / "v0" / "diagnosis.json").exists()

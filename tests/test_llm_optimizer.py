@@ -391,3 +391,48 @@ def test_prompt_shows_what_failed_in_similar_situations_and_the_seed(context: Op
     assert "# Failed in similar situations" in prompt and "- tune-num-stages: 3 failed tries; closest: softmax" in prompt
     assert "num_warps=8" in prompt
     assert "knobs.coordinate" not in prompt
+
+
+class _Recorder:
+    """A provider that records the prompts and answers with no code (nothing is evaluated)."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def complete(self, messages, *, timeout_s):
+        from kernelopt.optimize.llm.providers import Completion
+
+        self.prompts.append(next(m["content"] for m in messages if m["role"] == "user"))
+        return Completion(text="no code today", provider=self.name)
+
+
+def test_prompt_without_a_profile_says_so_once(context: OptimizeContext) -> None:
+    """Issue 20: 'Diagnosis (measured by Nsight Compute)' followed by 'no profile available'."""
+    bare = context.beam[0].model_copy(update={"metrics": None, "diagnosis": None})
+    recorder = _Recorder()
+    LLMOptimizer(recorder).propose(context.model_copy(update={"beam": [bare], "recommendations": {}}))
+    prompt = recorder.prompts[0]
+    assert "Nsight Compute" not in prompt
+    assert "# Diagnosis\nNo profile is available for this version" in prompt
+    recorder = _Recorder()
+    LLMOptimizer(recorder).propose(context)  # measured: the heading says by what
+    assert "# Diagnosis (measured by Nsight Compute)\nPrimary bottleneck" in recorder.prompts[0]
+
+
+def test_repair_prompt_carries_the_shape_note(context: OptimizeContext, tmp_path: Path) -> None:
+    from kernelopt.models.harness import Candidate, Failure
+
+    src = softmax_sources()
+    (tmp_path / "v1").mkdir()
+    k1 = tmp_path / "v1" / "kernel.py"
+    k1.write_text(src["start"])
+    cand = Candidate(path=str(k1), name="kernel", backend="triton", entry="ModelNew", sha256="0" * 64)
+    failed = Evaluation(problem=context.problem, candidate=cand,
+                        failure=Failure(reason="runtime", message="IndexError: out of range"))
+    v1 = Version(id="v1", round=1, path=str(k1), parent="v0", evaluation=failed,
+                 proposal=Proposal(source=src["start"], parent="v0", change="BLOCK 1024"))
+    recorder = _Recorder()
+    LLMOptimizer(recorder).repair(context, v1, failed)
+    assert "Run with ROWS=8, COLS=64" in recorder.prompts[0]

@@ -832,11 +832,14 @@ def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, devic
     from kernelopt.profile.report import render_summary
 
     use_ncu = device.startswith("cuda") and shutil.which("ncu") is not None
+    existed = out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         with gpu_lock(device, what="profiling", timeout_s=lock_timeout_s):
             metrics = get_profiler("ncu" if use_ncu else "static").profile(problem, candidate, out_dir=out_dir)
     except Exception:  # noqa: BLE001 - a version that cannot be profiled is still a measured version
+        if not existed and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()  # no empty profile/ folder suggesting a profile (a CPU run has none)
         return None, None, None
     try:
         diagnosis = BottleneckClassifier().classify(metrics) if use_ncu else None

@@ -236,6 +236,7 @@ class LLMOptimizer:
             attempt=attempt,
             max_attempts=self.repairs,
             problem_source=read_text(context.problem.path, "problem").strip("\n"),
+            overrides=", ".join(f"{k}={v}" for k, v in context.problem.overrides.items()),
             version_id=version.id,
             kernel_source=kernel_source.strip("\n"),
             failure=prompt_mod.failure_context(evaluation),
