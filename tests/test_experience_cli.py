@@ -115,3 +115,54 @@ def test_read_commands_on_a_missing_database_say_so_and_create_nothing(tmp_path:
     assert code == 0 and (tmp_path / "new.db").is_file()
     code, out, _ = run("list", "--db", str(tmp_path / "new.db"))
     assert code == 0 and "k" in out
+
+
+def test_import_refuses_bad_records_in_one_line(tmp_path: Path) -> None:
+    """Issue 20: deeply nested JSON and a lone surrogate ended in a traceback (exit 1); created_at
+    was not checked; a list `kernel` was stored as its Python repr."""
+    db = str(tmp_path / "e.db")
+    cases = {
+        "deep.json": "[" * 100_000 + "]" * 100_000,
+        "deep.jsonl": '{"kernel": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+        "surrogate.jsonl": '{"kernel": "softmax \\ud800", "speedup": 1.2}\n',
+        "when.jsonl": '{"kernel": "softmax", "speedup": 1.2, "created_at": "last tuesday"}\n',
+        "listkernel.jsonl": '{"kernel": ["a", "b"], "speedup": 1.2}\n',
+    }
+    needles = {"deep.json": "nested too deeply", "deep.jsonl": "nested too deeply",
+               "surrogate.jsonl": "kernel: not valid Unicode", "when.jsonl": "created_at: expected an ISO 8601",
+               "listkernel.jsonl": "kernel: expected text, got list"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        code, _, err = run("import", str(tmp_path / name), "--db", db, "--no-embed")
+        assert code == 2 and needles[name] in err and len(err.strip().splitlines()) == 1, (name, err)
+        assert "Traceback" not in err
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"kernel": "softmax", "speedup": 1.2, "created_at": "2026-01-31T12:00:00Z"}\n'
+                    '{"kernel": 42, "speedup": 1.1, "created_at": "2026-02-01"}\n')
+    code, out, err = run("import", str(good), "--db", db, "--no-embed")
+    assert code == 0 and "read 2 records, 2 new" in out, err
+    code, out, _ = run("list", "--db", db, "--json")
+    assert sorted(r["kernel"] for r in json.loads(out)) == ["42", "softmax"]
+
+
+def test_list_stats_and_recommend_read_as_a_user_expects(tmp_path: Path) -> None:
+    """Issue 20: `list` had no header and printed bidi overrides raw; `stats` filed CPU runs (no
+    bottleneck: not profiled) under 'unknown:'; `recommend --diagnosis` without --backend ranked a
+    CUDA strategy for a Triton kernel."""
+    db = str(tmp_path / "e.db")
+    assert run("add", "--db", db, "--kernel", "soft\u202emax", "--backend", "triton", "--speedup", "1.3",
+               "--optimization", "tune-num-warps")[0] == 0
+    code, out, _ = run("list", "--db", db)
+    header, row = out.splitlines()
+    assert header.split()[:4] == ["id", "kernel", "backend", "chip"] and "speedup" in header
+    assert "\u202e" not in out and "soft\\u202emax" in row
+    code, out, _ = run("stats", "--db", db)
+    assert code == 0 and "not profiled: success rate" in out and "unknown:" not in out
+    diag = CliRunner().invoke(main, ["diagnose", "--metrics", str(Path(__file__).parent / "fixtures" / "profile"
+                                                                  / "softmax" / "raw.csv"), "--json"])
+    (tmp_path / "d.json").write_text(diag.stdout)
+    code, _, err = run("recommend", "--db", db, "--diagnosis", str(tmp_path / "d.json"))
+    assert code == 2 and "--diagnosis needs --backend" in err
+    code, out, _ = run("recommend", "--db", db, "--diagnosis", str(tmp_path / "d.json"), "--backend", "triton",
+                       "--json")
+    assert code == 0 and json.loads(out)["recommendations"]

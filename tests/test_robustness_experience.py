@@ -211,5 +211,5 @@ def test_recommend_from_diagnosis_checks_pack_conditions(tmp_path: Path) -> None
 def test_recommend_diagnosis_refuses_an_error_document(tmp_path: Path) -> None:
     path = tmp_path / "d.json"
     path.write_text('{"error": {"message": "x", "exit_code": 2, "type": "BadInput"}}')
-    res = cli("experience", "recommend", "--diagnosis", str(path), "--db", str(tmp_path / "e.db"))
+    res = cli("experience", "recommend", "--diagnosis", str(path), "--backend", "triton", "--db", str(tmp_path / "e.db"))
     assert res.exit_code == 2 and "error from diagnose" in res.output

@@ -66,6 +66,22 @@ def emit(obj: Any, as_json: bool, human: Callable[[Any], str]) -> None:
         click.echo(human(obj))
 
 
+# Characters that change how a terminal shows the text around them: C0/C1 controls (escape
+# sequences) and the Unicode bidirectional overrides, isolates and marks (text that reads
+# differently from what it is). Records come from files anyone may share.
+_UNSAFE = dict.fromkeys([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0),
+                         0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: every control or bidirectional-formatting character shown as an
+    escape (\\u202e) instead of acting; tabs and newlines become spaces."""
+    text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    if not any(ord(c) in _UNSAFE for c in text):
+        return text
+    return "".join(f"\\u{ord(c):04x}" if ord(c) in _UNSAFE else c for c in text)
+
+
 def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
     """`("N=4096", "DIM=64")` -> {"N": "4096", ...}; values are typed later by the problem loader."""
     from kernelopt.errors import BadInput

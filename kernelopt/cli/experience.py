@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kernelopt.cli.common import emit, json_option
+from kernelopt.cli.common import emit, json_option, printable
 
 db_option = click.option(
     "--db",
@@ -125,9 +125,15 @@ def _read_diagnosis(path: str) -> Any:
 
 def _record_line(rec: Any) -> str:
     sp = f"{rec.speedup:.2f}x" if rec.speedup else "-"
-    strategies = ",".join(rec.strategies) or "-"
-    return (f"{rec.id}  {rec.kernel:<20.20} {rec.backend or '-':<6} {rec.chip or '-':<7} "
-            f"{rec.bottleneck or '-':<13} {strategies:<32.32} {rec.outcome or '-':<9} {sp}")
+    strategies = printable(",".join(rec.strategies)) or "-"
+    return (f"{rec.id}  {printable(rec.kernel):<20.20} {printable(rec.backend or '-'):<6} "
+            f"{printable(rec.chip or '-'):<7} {rec.bottleneck or '-':<13} {strategies:<32.32} "
+            f"{rec.outcome or '-':<9} {sp}")
+
+
+# The columns of _record_line, so a listing says what each one is.
+RECORD_HEADER = (f"{'id':<36}  {'kernel':<20.20} {'backend':<6} {'chip':<7} {'bottleneck':<13} "
+                 f"{'strategies':<32.32} {'outcome':<9} speedup")
 
 
 @click.group()
@@ -215,6 +221,13 @@ def recommend(kernel: str | None, backend: str | None, chip: str | None, bottlen
     the fastest configuration measured for a similar situation."""
     from kernelopt.recommend import recommend as rank, situation_from
 
+    from kernelopt.errors import BadInput
+
+    if diagnosis_path and not backend:
+        # A diagnosis does not say what the kernel is written in: ranked without a backend, a CUDA
+        # strategy came first for a Triton kernel.
+        raise BadInput("experience recommend: --diagnosis needs --backend (triton or cuda): "
+                       "the diagnosis does not say what the kernel is written in")
     diagnosis = _read_diagnosis(diagnosis_path) if diagnosis_path else None
     situation = situation_from(kernel=kernel, backend=backend, chip=chip, bottleneck=bottleneck, stall=stall,
                                metrics=_metrics_values(metrics), diagnosis=diagnosis, device=device, dtype=dtype,
@@ -283,7 +296,7 @@ def list_(kernel: str | None, backend: str | None, chip: str | None, bottleneck:
                              strategy=strategy_id(strategy) if strategy else None,
                              outcome=normalize_outcome(outcome), source=source, limit=limit,
                              include_merged=include_merged, include_seed=include_seed)
-    emit(records, as_json, lambda rs: "\n".join(_record_line(r) for r in rs) or "no records")
+    emit(records, as_json, lambda rs: "\n".join([RECORD_HEADER] + [_record_line(r) for r in rs]) if rs else "no records")
 
 
 @experience.command()

@@ -137,8 +137,15 @@ def record_from_dict(data: dict[str, Any], where: str = "record", *, content_id:
     if d.get("outcome") is None:
         d["outcome"] = derive_outcome(_float(d.get("speedup")), d.get("correct"))
     for key in ("kernel", "chip", "stall", "notes", "hypothesis", "source", "device", "dtype"):
-        if d.get(key) is not None and not isinstance(d[key], str):
-            d[key] = str(d[key])
+        value = d.get(key)
+        if value is None or isinstance(value, str):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            # A list or an object here was stored as its Python repr ("['a', 'b']") before issue 20.
+            raise BadInput(f"{where}: {key}: expected text, got {type(value).__name__}")
+        d[key] = str(value)
+    if d.get("created_at") is not None:
+        d["created_at"] = _timestamp(d["created_at"], f"{where}: created_at")
     known = set(ExperienceRecord.model_fields)
     extra = {k: d.pop(k) for k in list(d) if k not in known}
     if extra:
@@ -155,12 +162,43 @@ def record_from_dict(data: dict[str, Any], where: str = "record", *, content_id:
     if foreign_id is not None:
         d["source"] = f"{d.get('source') or ('import:' + origin if origin else 'import')}#id={foreign_id}"
     d = {k: v for k, v in d.items() if v is not None}
+    for key, value in d.items():
+        try:
+            json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInput(f"{where}: {key}: not valid Unicode (a lone surrogate escape such as \\ud800)") from None
     try:
         return ExperienceRecord.model_validate(d)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "(record)"
         raise BadInput(f"{where}: {field}: {first['msg']}") from None
+
+
+def _timestamp(value: Any, where: str) -> str:
+    """An ISO 8601 date or date-time (what `created_at` sorts by), as given; BadInput otherwise."""
+    import datetime
+
+    if isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            # Python < 3.11 does not read a trailing Z; it means UTC.
+            datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            return text
+        except ValueError:
+            pass
+    raise BadInput(f"{where}: expected an ISO 8601 date or time such as 2026-01-31T12:00:00+00:00, got {value!r}")
+
+
+def _json(text: str, where: str) -> Any:
+    """`json.loads`, every failure one-line bad input (a document nested thousands deep overflows
+    the parser's recursion: that is bad input too, not a traceback)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{where}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+    except RecursionError:
+        raise BadInput(f"{where}: refused: JSON nested too deeply") from None
 
 
 def _float(v: Any) -> float | None:
@@ -176,10 +214,7 @@ def read_records(path: str | Path) -> list[ExperienceRecord]:
     text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+        items = _json(text, str(path))
         if not isinstance(items, list):
             raise BadInput(f"{path}: expected a JSON array of records")
         return [record_from_dict(item, f"{path}[{i}]", content_id=True, origin=path.name)
@@ -189,6 +224,8 @@ def read_records(path: str | Path) -> list[ExperienceRecord]:
             whole = json.loads(text)
         except json.JSONDecodeError:
             whole = None  # not one object: JSON lines, read below
+        except RecursionError:
+            raise BadInput(f"{path}: refused: JSON nested too deeply") from None
         if isinstance(whole, dict):
             return [record_from_dict(whole, str(path), content_id=True, origin=path.name)]
     out = []
@@ -199,5 +236,7 @@ def read_records(path: str | Path) -> list[ExperienceRecord]:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise BadInput(f"{path}:{lineno}: malformed JSON line: {exc.msg}") from None
+        except RecursionError:
+            raise BadInput(f"{path}:{lineno}: refused: JSON nested too deeply") from None
         out.append(record_from_dict(item, f"{path}:{lineno}", content_id=True, origin=path.name))
     return out

@@ -51,6 +51,11 @@ _TEXT_COLS = (
 _REAL_COLS = ("speedup", "time_before_ms", "time_after_ms")
 
 
+# Where stats file a record without a bottleneck: a run that was not profiled (the CPU
+# interpreter, no ncu), not a bottleneck nobody could name.
+NO_BOTTLENECK = "not profiled"
+
+
 def default_db_path() -> Path:
     """`KERNELOPT_DB`, else `$XDG_DATA_HOME/kernelopt/experience.db` (~/.local/share by default)."""
     env = os.environ.get("KERNELOPT_DB", "").strip()
@@ -628,7 +633,7 @@ class ExperienceStore:
 
         names = load_mappings()
         for r in records:
-            bn = r.bottleneck or "unknown"
+            bn = r.bottleneck or NO_BOTTLENECK
             by_bn[bn][r.outcome or "unknown"] += 1
             for s in dict.fromkeys(names.strategy(x, r.backend) for x in r.strategies):
                 strat[bn][s].append(1.0 if r.outcome == "success" else 0.0)
@@ -648,7 +653,7 @@ class ExperienceStore:
             total=len(records),
             seed_total=seed.count() if seed is not None else 0,
             by_outcome=dict(Counter(r.outcome or "unknown" for r in records).most_common()),
-            by_bottleneck=dict(Counter(r.bottleneck or "unknown" for r in records).most_common()),
+            by_bottleneck=dict(Counter(r.bottleneck or NO_BOTTLENECK for r in records).most_common()),
             by_backend=dict(Counter(r.backend or "unknown" for r in records).most_common()),
             success_rate_by_bottleneck=rates,
             top_strategies=top_strategies,
