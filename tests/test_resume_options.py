@@ -175,3 +175,33 @@ def test_cli_prints_round_lines_on_stderr_when_it_is_not_a_terminal(tmp_path: Pa
     lines = res.stderr.strip().splitlines()
     assert [line.split("] ", 1)[1].split(":")[0] for line in lines if "round " in line] == ["round 1/2", "round 2/2"]
     json.loads(res.stdout)  # stdout stays clean JSON
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, code", [(15, 143), (2, 130)])
+def test_an_interrupted_run_names_its_directory_and_the_resume_command(tmp_path: Path, signum: int,
+                                                                       code: int) -> None:
+    """Issue 20: on Ctrl-C or SIGTERM, one line naming the run directory and the --resume command."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    softmax = MATVEC.parent / "softmax"
+    proc = subprocess.Popen([sys.executable, "-m", "kernelopt", "optimize", str(softmax / "problem.py"), "--kernel",
+                             str(softmax / "kernel.py"), "--set", "ROWS=4", "--set", "COLS=32", "-o", str(run),
+                             "--no-experience", "--rounds", "50"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TRITON_INTERPRET": "1"})
+    deadline = time.monotonic() + 120
+    while not (run / "events.jsonl").is_file() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.Signals(signum))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last == f"kernelopt: interrupted; the run is in {run}; continue it with: kernelopt optimize --resume {run}"
+    assert "Traceback" not in err
