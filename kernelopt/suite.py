@@ -495,7 +495,7 @@ def run_suite(
     check_options(optimizer, {**dict(optimizer_options or {}), **(optimizer_secrets or {})})
     get_optimizer(optimizer, **dict(optimizer_options or {}), **(optimizer_secrets or {}))
     out = Path(out_dir)
-    from kernelopt.optimize.rundir import CONFIG as RUN_CONFIG, EVENTS as RUN_EVENTS
+    from kernelopt.rundir import CONFIG as RUN_CONFIG, EVENTS as RUN_EVENTS
 
     if (out / RUN_CONFIG).exists() or (out / RUN_EVENTS).exists():
         raise BadInput(f"{out}: holds an optimize run, not a suite run; give a new -o")

@@ -141,7 +141,7 @@ def test_a_dead_end_directory_is_started_again_in_place(tmp_path: Path) -> None:
     """A directory left by an older kernelopt (run.json and a lone run_started) is not a dead end."""
     from run_fixtures import config
 
-    from kernelopt.optimize.rundir import RunDir
+    from kernelopt.rundir import RunDir
 
     run = tmp_path / "run"
     RunDir.create(run, config()).close()

@@ -895,13 +895,14 @@ def interpreter_size_note(problem: Problem, devices: Sequence[str] | None) -> st
         return None
     shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
     hint = "give smaller sizes with --set NAME=VALUE"
-    try:
-        from kernelopt.suite import small_shape
+    from kernelopt.problem import small_shape
 
-        small = small_shape(Path(problem.path))
-        hint += " (its SMALL shape: " + " ".join(f"--set {k}={v}" for k, v in small.items()) + ")"
+    try:
+        small = small_shape(problem.path)
     except BadInput:
-        pass
+        small = None
+    if small:
+        hint += " (its SMALL shape: " + " ".join(f"--set {k}={v}" for k, v in small.items()) + ")"
     return (f"note: no GPU: the Triton interpreter runs {problem.name} at {shape}, which can take minutes "
             f"per version; {hint}")
 
