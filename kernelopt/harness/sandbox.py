@@ -715,6 +715,22 @@ def harden_process() -> bool:
     return _hardened
 
 
+def set_dumpable(on: bool) -> bool:
+    """`prctl(PR_SET_DUMPABLE, on)`: `harden_process()` is `set_dumpable(False)`."""
+    global _hardened
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        ok = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    if ok:
+        _hardened = not on
+    return ok
+
+
 def is_hardened() -> bool:
     """Whether this process is non-dumpable (read from the kernel, not from our flag)."""
     if not sys.platform.startswith("linux"):

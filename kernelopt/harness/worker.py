@@ -199,7 +199,16 @@ class Verifier:
     # --- the runner ---------------------------------------------------------------------------
 
     def start_runner(self) -> None:
-        from kernelopt.harness.sandbox import candidate_env, make_tmpdir, remove_tmpdir, sandbox_argv, spawn
+        from kernelopt.harness.sandbox import (
+            candidate_env,
+            harden_process,
+            is_hardened,
+            make_tmpdir,
+            remove_tmpdir,
+            sandbox_argv,
+            set_dumpable,
+            spawn,
+        )
 
         to_runner_r, to_runner_w = os.pipe()
         from_runner_r, from_runner_w = os.pipe()
@@ -231,7 +240,20 @@ class Verifier:
         init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
                           inputs=self.in_specs, outputs=self.out_specs)
         self.guard_ids = None
-        reply = self.ask(init, time.monotonic() + RUNNER_START_TIMEOUT_S)
+        # Opening the arena's CUDA IPC handle in the runner may need the exporting process (this
+        # one) to be open to it like a debugger's target: on the H100 it failed from a runner that
+        # had no such access (in the sandbox's user namespace). So this process is dumpable while
+        # a runner that has loaded no candidate yet opens it, and non-dumpable again before any
+        # candidate is imported. (The window is the runner's start: another process of the user,
+        # a candidate's daemon that escaped its tree, could use it; docs/harness.md.)
+        window = self.cuda and is_hardened()
+        if window:
+            set_dumpable(True)
+        try:
+            reply = self.ask(init, time.monotonic() + RUNNER_START_TIMEOUT_S)
+        finally:
+            if window:
+                harden_process()
         if not reply.ok:
             raise RunnerGone("crash", reply.message or "the runner could not start")
         # The guarded functions' identities before any candidate ran, kept here, where no

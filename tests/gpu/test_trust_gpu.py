@@ -10,6 +10,7 @@ clock with the guard switched off fakes no GPU time; and that GPU times still co
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 import os
 
@@ -68,3 +69,42 @@ def test_fake_clock_fakes_no_gpu_time():
     # (the launch guard's 5 ms busy-wait comes before the start event), timed in a fresh runner.
     assert evs[1].failure is None and evs[1].timing is not None
     assert evs[1].timing.median_ms >= 100.0, evs[1].timing
+
+
+_USER_DRIVER = r"""
+import json, sys
+from kernelopt.harness.evaluate import evaluate
+from kernelopt.problem import load_candidate, load_problem
+evs = evaluate(load_problem(sys.argv[1]), [load_candidate(c) for c in sys.argv[2:]], timeout_s=300)
+print(json.dumps([e.failure.reason if e.failure else None for e in evs]))
+"""
+
+
+def test_an_ordinary_user_runs_the_engine_on_the_gpu(tmp_path):
+    """The verifier is non-dumpable; a runner of an ordinary user (no CAP_SYS_PTRACE, unlike root on
+    the GPU host) must still open its CUDA IPC arena (the verifier is dumpable only while a fresh
+    runner opens it), and a forged reply must still be blocked."""
+    import shutil
+    import subprocess
+    import sys
+
+    unshare = shutil.which("unshare")
+    prefix: list[str] = []
+    if os.getuid() == 0:
+        if unshare is None or subprocess.run([unshare, "--user", "--map-user=1000", "true"]).returncode != 0:
+            pytest.skip("cannot run as an ordinary user here")
+        prefix = [unshare, "--user", "--map-user=1000", "--map-group=1000", "--"]
+    out = tmp_path / "attack.txt"
+    out.touch()
+    os.chmod(tmp_path, 0o777)
+    os.chmod(out, 0o666)
+    cmd = [*prefix, sys.executable, "-c", _USER_DRIVER, str(EXAMPLES / "softmax" / "problem.py"),
+           str(EXAMPLES / "softmax" / "kernel.py"), str(EXAMPLES / "softmax" / "kernel_wrong.py"),
+           str(ATT / "forge_verdict.py"), str(EXAMPLES / "softmax" / "kernel.py")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "KERNELOPT_TEST_ATTACK_OUT": str(out)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reasons = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert reasons[0] is None and reasons[1] == "incorrect" and reasons[3] is None, (reasons, proc.stderr[-3000:])
+    assert reasons[2] in ("incorrect", "shape_mismatch", "runtime"), reasons  # forge_verdict returns zeros of x's shape
+    assert "blocked" in out.read_text()
