@@ -50,6 +50,10 @@ FailureReason = Literal[
     "tool_missing",  # a tool the stage needs (ncu, nvcc) is not installed
 ]
 FAILURE_REASONS: tuple[str, ...] = get_args(FailureReason)
+# Failures that reach no verdict on the answer (it did not build, run, finish or get a tool);
+# every other reason is a verdict: the answer was wrong or not to be trusted.
+EXECUTION_FAILURES: frozenset[str] = frozenset({"compile", "runtime", "timeout", "crash", "needs_gpu", "tool_missing"})
+VERDICT_FAILURES: frozenset[str] = frozenset(FAILURE_REASONS) - EXECUTION_FAILURES
 
 
 class OutputCheck(Model):
@@ -185,6 +189,17 @@ class Evaluation(Model):
     def passed(self) -> bool:
         """Verified correct (or not asked to verify), not failed and not raced out."""
         return self.failure is None and not self.raced_out and (self.verification is None or self.verification.passed)
+
+    @property
+    def wrong_answer(self) -> bool:
+        """It ran and was judged: its answer was wrong or not to be trusted (a verdict failure,
+        e.g. incorrect, timing_mismatch, tampered after correct trials), as against never
+        getting a verdict (build, crash, hang) or being raced out."""
+        if self.verification is None:
+            return False
+        if self.failure is None:
+            return not self.verification.passed
+        return self.failure.reason in VERDICT_FAILURES
 
     @property
     def median_ms(self) -> float | None:

@@ -29,8 +29,6 @@ SAME_BAND = 0.02
 RETIME_TOP = 3
 # Strategies asked of the recommend stage for each beam member.
 RECOMMENDATIONS = 12
-# Failures that give no verdict on the answer (the candidate never produced one).
-_EXECUTION_FAILURES = ("compile", "runtime", "timeout", "crash")
 
 
 class VersionRefused(BadInput):
@@ -717,9 +715,7 @@ def attempt_of(version: Version, parent: Version | None, structure: str | None =
         outcome = "slower"
     elif ev is None or ev.failure is not None:
         # A wrong answer (a verdict) is "incorrect"; not getting one (build, crash, hang) is "failed".
-        wrong = ev is not None and ev.failure is not None and ev.verification is not None \
-            and not ev.verification.passed and ev.failure.reason not in _EXECUTION_FAILURES
-        outcome = "incorrect" if wrong else "failed"
+        outcome = "incorrect" if ev is not None and ev.wrong_answer else "failed"
     elif ratio is None:
         outcome = "same"
     else:
@@ -764,7 +760,7 @@ def experience_record(version: Version, parent: Version, problem: Problem, confi
     correct = bool(ev is not None and ev.passed)
     speedup = parent.median_ms / version.median_ms if correct and parent.median_ms and version.median_ms else None
     outcome = None
-    if ev is not None and ev.verification is not None and not ev.verification.passed:
+    if ev is not None and ev.wrong_answer:
         outcome = "incorrect"
     elif ev is None or ev.failure is not None:
         outcome = "failure"

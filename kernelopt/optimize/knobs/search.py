@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from kernelopt.errors import BadInput
+from kernelopt.models.harness import VERDICT_FAILURES
 from kernelopt.models.optimize import Attempt, KnobSpec, KnobValue, OptimizeContext, Proposal, Version
 from kernelopt.models.strategy import Knob, Strategy
 from kernelopt.optimize.base import at_roofline
@@ -48,8 +49,8 @@ CLEAR_LOSS = 0.9
 # Failures whose cause grows with tiles and pipeline depth: a config at least as large in
 # every such knob fails the same way, so it is not proposed either.
 _RESOURCE = re.compile(r"resource|shared mem|smem|register|too many|out of memory", re.I)
-_NON_RESOURCE_FAILURES = {"incorrect", "nonfinite", "shape_mismatch", "unwritten_output", "modified_input",
-                          "cached_result", "hidden_stream", "tampered", "suspect_time"}
+# A verdict on the answer (incorrect, timing_mismatch, ...) is never a resource failure.
+_NON_RESOURCE_FAILURES = VERDICT_FAILURES
 
 Config = dict[str, KnobValue]
 # What the search has tried is keyed on (structure hash, knob values): a transform's rewrite
@@ -419,7 +420,8 @@ def _parent_config(attempt: Attempt) -> Config | None:
 
 def _is_resource_failure(attempt: Attempt) -> bool:
     text = " ".join(x for x in (attempt.failure, attempt.lesson) if x)
-    if attempt.failure in _NON_RESOURCE_FAILURES:
+    # Attempt.failure reads "reason: message".
+    if attempt.failure and attempt.failure.split(":", 1)[0].strip() in _NON_RESOURCE_FAILURES:
         return False
     return bool(_RESOURCE.search(text))
 

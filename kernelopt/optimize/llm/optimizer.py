@@ -457,11 +457,13 @@ def _usage(c: Completion) -> dict[str, Any]:
 
 def _measured(context: OptimizeContext, version: Version, evaluation: Evaluation) -> tuple[str, list[str]]:
     """(outcome word, timing lines) from the evaluation and the parent's measured median."""
+    if evaluation.raced_out and evaluation.timing is not None:
+        t = evaluation.timing
+        return "slower (raced out)", [f"fastest of {t.count} timed calls {t.min_ms:.4g} ms, above the beam's "
+                                      f"{t.race_against_ms:.4g} ms; timing stopped early, not verified"]
     if not evaluation.passed:
-        reason = evaluation.failure.reason if evaluation.failure else (
-            evaluation.verification.reason if evaluation.verification else None
-        )
-        return ("incorrect" if reason in (None, "incorrect", "nonfinite", "shape_mismatch") else "failed"), []
+        # One classification with the loop's attempt outcome: a verdict is "incorrect", no verdict "failed".
+        return ("incorrect" if evaluation.wrong_answer else "failed"), []
     parent_ms = next((v.median_ms for v in context.beam if v.id == version.parent), None)
     if parent_ms is None:
         parent_ms = next((a.median_ms for a in context.history if a.version == version.parent), None)
