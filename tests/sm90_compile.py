@@ -3,7 +3,7 @@
 Run as a script in a process without TRITON_INTERPRET (the tests' own process interprets):
     python3 tests/sm90_compile.py FILE KERNEL '{"BLOCK": 1024}'
 Parameters: constexprs take the given values, pointers (bare terms of a tl.load/tl.store
-address, or of an atomic's) are *fp32, every other parameter i32. Prints {"ok": true, "ptx_lines": N} or
+address, or of an atomic's) are *fp32, every other parameter i32. Prints {"ok": true, "ptx_lines": N, "ttir_dots": N} or
 {"ok": false, "error": "..."}. It catches what only the compiler checks: scalar types
 through tl.where and if, tl.range over runtime bounds, tl.dot operand layouts.
 """
@@ -40,7 +40,8 @@ def main() -> None:
         fn = getattr(mod, kname)
         src = ASTSource(fn=fn, signature=sig, constexprs={n: consts.get(n, 1) for n in k.constexprs})
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32))
-        print(json.dumps({"ok": True, "ptx_lines": compiled.asm["ptx"].count("\n")}))
+        print(json.dumps({"ok": True, "ptx_lines": compiled.asm["ptx"].count("\n"),
+                          "ttir_dots": compiled.asm["ttir"].count("tt.dot ")}))
     except Exception as exc:  # noqa: BLE001 - the message is the result
         print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}))
 

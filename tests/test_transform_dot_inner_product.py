@@ -23,7 +23,7 @@ def test_a_times_b_model_new(tmp_path):
     # the same product with A read transposed (K, M) and reduced over axis 0: tl.trans on the left
     at = source.replace("a = tl.load(a_ptr + om[:, None] * K + ok[None, :], mask=(om[:, None] < M) & (ok[None, :] < K)",
                         "a = tl.load(a_ptr + ok[:, None] + om[None, :] * K, mask=(ok[:, None] < K) & (om[None, :] < M)"
-                        ).replace("tl.sum(a[:, :, None] * b[None, :, :], axis=1)", "tl.sum(a[:, :, None] * b[:, None, :], axis=0)")
+                        ).replace("tl.sum(b[None, :, :] * a[:, :, None], axis=1)", "tl.sum(a[:, :, None] * b[:, None, :], axis=0)")
     assert at != source
     out_t = T.apply(at, "outer_sum_mm")
     assert "tl.dot(tl.trans(a), b, input_precision='ieee')" in out_t
