@@ -38,3 +38,19 @@ def test_no_upward_import(where: str, forbidden: tuple[str, ...]) -> None:
     bad = sorted(f"{p.relative_to(PKG.parent)}: {m}" for p in files(where) for m in imports_of(p)
                  if m.startswith(forbidden))
     assert not bad, bad
+
+
+def test_the_run_directory_has_one_home() -> None:
+    """kernelopt.rundir only: the old kernelopt.optimize.rundir alias is gone and nothing imports it."""
+    assert not (PKG / "optimize" / "rundir.py").exists()
+    root = PKG.parent
+    users = []
+    for where in ("kernelopt", "tests", "benchmarks", "scripts"):
+        for p in (root / where).rglob("*.py"):
+            try:
+                names = imports_of(p)
+            except SyntaxError:  # fixtures that are broken on purpose
+                names = set()
+            if "results" not in p.parts and any(m.startswith("kernelopt.optimize.rundir") for m in names):
+                users.append(str(p.relative_to(root)))
+    assert not users, users
