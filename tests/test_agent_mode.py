@@ -233,3 +233,33 @@ def test_docs_agent_commands_and_options_exist() -> None:
     documented = set(re.findall(r"`(--[a-z-]+)", table))
     assert documented and documented <= iterate_flags
     assert {f for f in iterate_flags if f.startswith("--")} <= documented
+
+
+def test_iterate_and_finish_judge_with_the_runs_trials_and_timeout(run: Path, tmp_path: Path, monkeypatch) -> None:
+    """run.json says 2 trials, 42 s: iterate and --finish use them unless told otherwise (they had
+    their own defaults, 3 and 300 s, whatever the run was started with)."""
+    from kernelopt.harness import evaluate as evaluate_mod
+    from kernelopt.optimize.agent import finish, iterate
+
+    cfg = json.loads((run / "run.json").read_text())
+    cfg.update(trials=2, timeout_s=42.0)
+    (run / "run.json").write_text(json.dumps(cfg))
+    asked: list[dict] = []
+
+    class Stop(Exception):
+        pass
+
+    def engine(problem, **kwargs):  # noqa: ANN001, ANN202 - stands in for Engine: records how it was asked
+        asked.append(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(evaluate_mod, "Engine", engine)
+    with pytest.raises(Stop):
+        iterate(run, EXP2, hypothesis="exp2 with log2(e) folded in", experience=False)
+    with pytest.raises(Stop):
+        finish(run)
+    other = tmp_path / "kernel_other.py"
+    other.write_text(EXP2.read_text() + "\nUNUSED = 1\n")  # not the kernel v1 already holds
+    with pytest.raises(Stop):
+        iterate(run, other, hypothesis="the same, told 5 trials", experience=False, trials=5, timeout_s=9.0)
+    assert [(a["trials"], a["timeout_s"]) for a in asked] == [(2, 42.0), (2, 42.0), (5, 9.0)]

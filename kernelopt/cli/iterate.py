@@ -20,15 +20,16 @@ from kernelopt.cli.common import emit, json_option
 @click.option("--expected", default=None, help="The expected metric movement, e.g. 'dram_bytes_read down'.")
 @click.option("--finish", "finish_run", is_flag=True,
               help="Close the run instead: re-time v0 and the best versions A-B-B-A, name the winner.")
-@click.option("--trials", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True,
-              help="Seconds the candidate may take.")
+@click.option("--trials", type=click.IntRange(min=1), default=None,
+              help="Verification trials (default: the run's, from run.json).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=None,
+              help="Seconds the candidate may take (default: the run's, from run.json).")
 @click.option("--no-profile", is_flag=True, help="Do not profile or diagnose the new version.")
 @click.option("--no-experience", is_flag=True, help="Do not record the outcome in the experience store.")
 @json_option
 @click.pass_context
 def iterate(ctx: click.Context, rundir: str, kernel_path: str | None, hypothesis: str | None, strategy: str | None,
-            parent: str | None, expected: str | None, finish_run: bool, trials: int, timeout_s: float,
+            parent: str | None, expected: str | None, finish_run: bool, trials: int | None, timeout_s: float | None,
             no_profile: bool, no_experience: bool, as_json: bool) -> None:
     """Evaluate one version that an agent or a person wrote and append it to RUNDIR.
 

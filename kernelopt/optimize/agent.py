@@ -46,8 +46,8 @@ def iterate(
     parent: str | None = None,
     expected: str | None = None,
     devices: Sequence[str] | None = None,
-    trials: int = 3,
-    timeout_s: float = 300.0,
+    trials: int | None = None,
+    timeout_s: float | None = None,
     profile: bool = True,
     experience: bool = True,
     progress: Callable[[str], None] | None = None,
@@ -61,6 +61,7 @@ def iterate(
     promoted, recorded in the experience store and the report is re-rendered. An incorrect or
     failing version is recorded too; the result says so (`correct` False). Bad input (not a run,
     a finished run, no hypothesis, a kernel file that is not a candidate): BadInput.
+    `trials` / `timeout_s` default to the run's own (run.json), so every version is judged alike.
     """
     from kernelopt.files import read_text
     from kernelopt.optimize.loop import Loop, normalized_source_hash
@@ -89,6 +90,7 @@ def iterate(
         if strategy is not None:
             _check_strategy(strategy)
         problem = load_problem(config.problem, config.overrides, config.dtype)
+        trials, timeout_s = _judged_as(config, trials, timeout_s)
 
         round_ = max(state.round + 1, state.rounds_finished)
         proposal = Proposal(source=source, parent=parent, strategy=strategy, change=_first_line(hypothesis),
@@ -197,14 +199,15 @@ def finish(
     run_dir: str | Path,
     *,
     devices: Sequence[str] | None = None,
-    trials: int = 3,
-    timeout_s: float = 300.0,
+    trials: int | None = None,
+    timeout_s: float | None = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
     engine_progress: Callable[[Any], None] | None = None,
 ) -> RunState:
     """Close an agent-mode run: re-time v0 and the best few interleaved and verify the fastest once
-    more (the loop's `choose_winner`), name the winner, record `run_finished`, render the report."""
+    more (the loop's `choose_winner`), name the winner, record `run_finished`, render the report.
+    `trials` / `timeout_s` default to the run's own (run.json)."""
     from kernelopt.harness.evaluate import Engine
     from kernelopt.optimize.loop import Loop
     from kernelopt.problem import load_problem
@@ -213,6 +216,7 @@ def finish(
     try:
         config = rundir.config
         problem = load_problem(config.problem, config.overrides, config.dtype)
+        trials, timeout_s = _judged_as(config, trials, timeout_s)
         # An agent's candidates are model-written: a real OS sandbox where there is one.
         with Engine(problem, trials=trials, timeout_s=timeout_s, seed=config.seed, executor=config.executor,
                     devices=devices, progress=engine_progress, isolate="auto") as engine:
@@ -230,6 +234,11 @@ def finish(
 
 
 # --- pieces ----------------------------------------------------------------------------------
+
+
+def _judged_as(config: Any, trials: int | None, timeout_s: float | None) -> tuple[int, float]:
+    """The trials and timeout a version is judged with: the call's when given, else the run's."""
+    return (config.trials if trials is None else trials), (config.timeout_s if timeout_s is None else timeout_s)
 
 
 def _open_agent_run(run_dir: str | Path) -> Any:
