@@ -396,8 +396,8 @@ def run_problem(name: str, suite_dir: Path, out: Path, *, family: str | None, sm
             loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=run_dir, overrides=overrides,
                           optimizer=optimizer, family=family, budget_minutes=budget_minutes, budget_evals=budget_evals,
                           **{k: options[k] for k in ("rounds", "beam", "proposals_per_member", "seed", "executor",
-                                                     "optimizer_options", "race", "baselines", "trials", "timeout_s",
-                                                     "profile", "experience") if k in options},
+                                                     "optimizer_options", "race", "isolate", "baselines", "trials",
+                                                     "timeout_s", "profile", "experience") if k in options},
                           **common)
     except CandidateFailed as exc:
         failure = _one_line(str(exc))
@@ -449,6 +449,7 @@ def run_suite(
     experience: bool | str | Path = True,
     cache: bool = True,
     race: bool = True,
+    isolate: str | None = None,
     optimizer_options: dict[str, Any] | None = None,
     optimizer_secrets: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -512,7 +513,8 @@ def run_suite(
         options: dict[str, Any] = dict(rounds=rounds, beam=beam, proposals_per_member=proposals_per_member, seed=seed,
                                        executor=executor, optimizer_options=dict(optimizer_options or {}),
                                        baselines=tuple(baselines), trials=trials, timeout_s=timeout_s,
-                                       profile=profile, experience=experience, cache=cache, race=race)
+                                       profile=profile, experience=experience, cache=cache, race=race,
+                                       isolate=isolate)
         started_at, started = now_iso(), time.monotonic()
         commit = git_commit()  # once: each row finished by this process carries it
         done = {r.name: r for r in read_results(out / RESULTS)}

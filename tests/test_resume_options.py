@@ -75,14 +75,16 @@ def _killed_run(path: Path, engines: dict[str, Any], kill_after: int, **options:
 def test_run_json_records_every_option_and_resume_uses_them(tmp_path: Path, engines: dict[str, Any],
                                                               stores: list[Any]) -> None:
     run = tmp_path / "run"
-    _killed_run(run, engines, 2, trials=1, timeout_s=42.0, baselines=("eager",), profile=False, experience=False)
+    _killed_run(run, engines, 2, trials=1, timeout_s=42.0, baselines=("eager",), profile=False, experience=False,
+                isolate="candidate")
     saved = json.loads((run / "run.json").read_text())
-    assert (saved["trials"], saved["timeout_s"], saved["baselines"], saved["profile"], saved["experience"]) == \
-        (1, 42.0, ["eager"], False, False)
+    assert (saved["trials"], saved["timeout_s"], saved["baselines"], saved["profile"], saved["experience"],
+            saved["isolate"]) == (1, 42.0, ["eager"], False, False, "candidate")
     loop_mod.resume(run)  # no options: the run's own
     # The run's engine in each process (the winner's checks at other shapes make their own).
     first, resumed = [kw for kw in engines["made"] if "executor" in kw]
-    for key in ("trials", "timeout_s", "baselines"):
+    assert first["isolate"] == "candidate"  # not the knobs optimizer's default, worker
+    for key in ("trials", "timeout_s", "baselines", "isolate"):
         assert resumed[key] == first[key], key
     assert resumed["trials"] == 1 and list(resumed["baselines"]) == ["eager"]
     assert stores == []  # --no-experience kept: nothing opened, nothing written
@@ -120,6 +122,7 @@ def test_resume_cli_refuses_out_and_changed_options_and_applies_rounds(tmp_path:
     for extra, needle in ((["-o", str(tmp_path / "other")], "-o: --resume continues"),
                           (["--trials", "5"], "--trials (this run: 3)"),
                           (["--seed", "7"], "--seed (this run: 3)"),
+                          (["--isolate", "sandbox"], "--isolate (this run: None)"),
                           (["--optimizer", "llm", "--provider", "command"], "--optimizer"),
                           (["--set", "M=128"], "--set")):
         res = runner.invoke(main, ["optimize", "--resume", str(run), *extra])
@@ -129,6 +132,19 @@ def test_resume_cli_refuses_out_and_changed_options_and_applies_rounds(tmp_path:
     assert res.exit_code == 0, res.stderr
     assert json.loads((run / "run.json").read_text())["rounds"] == 2
     assert json.loads(res.stdout)["rounds_finished"] == 3  # round 0 (the start) and rounds 1-2
+
+
+def test_optimize_cli_passes_isolate_to_the_engine_and_run_json(tmp_path: Path, engines: dict[str, Any]) -> None:
+    run = tmp_path / "run"
+    res = CliRunner().invoke(main, ["optimize", str(MATVEC / "problem.py"), "--kernel", str(MATVEC / "kernel.py"),
+                                    "--set", "M=64", "--set", "K=256", "--rounds", "1", "--no-profile",
+                                    "--no-experience", "--isolate", "candidate", "-o", str(run)])
+    assert res.exit_code == 0, res.stderr
+    assert json.loads((run / "run.json").read_text())["isolate"] == "candidate"
+    assert [kw["isolate"] for kw in engines["made"] if "executor" in kw] == ["candidate"]
+    res = CliRunner().invoke(main, ["optimize", str(MATVEC / "problem.py"), "--kernel", str(MATVEC / "kernel.py"),
+                                    "--isolate", "chroot", "-o", str(tmp_path / "bad")])
+    assert res.exit_code == 2 and "--isolate" in res.stderr
 
 
 def test_resume_of_a_finished_run_changes_nothing(tmp_path: Path, engines: dict[str, Any]) -> None:

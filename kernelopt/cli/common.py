@@ -121,6 +121,9 @@ def loop_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                           "holds them, and do not store them."),
         click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
                      help="Where the evaluation workers run."),
+        click.option("--isolate", type=click.Choice(["worker", "candidate", "sandbox", "auto"]), default=None,
+                     help="How candidates are kept apart from the judge, as in `check` (default: the optimizer's: "
+                          "auto for llm and agent, worker otherwise)."),
     ]
     for option in reversed(options):
         fn = option(fn)

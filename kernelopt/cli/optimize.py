@@ -41,7 +41,7 @@ def render_summary(s: Any) -> str:
 _RESUME_FIELDS = {"dtype": "dtype", "optimizer": "optimizer", "budget_evals": "budget_evals",
                   "budget_minutes": "budget_minutes", "rounds": "rounds", "beam": "beam",
                   "proposals_per_member": "proposals_per_member", "seed": "seed", "executor": "executor",
-                  "trials": "trials", "timeout_s": "timeout_s"}
+                  "trials": "trials", "timeout_s": "timeout_s", "isolate": "isolate"}
 
 
 @click.command("optimize", epilog="Exit codes: 0 finished (a faster kernel or not); 1 the starting kernel failed; "
@@ -73,7 +73,7 @@ def optimize(ctx: click.Context, problem_path: str | None, kernel_path: str | No
              budget_evals: int | None, budget_minutes: float | None, rounds: int, beam: int,
              proposals_per_member: int, seed: int, baselines: str, trials: int, timeout_s: float, no_profile: bool,
              no_experience: bool, experience_db: str | None, no_race: bool, no_cache: bool,
-             executor: str, run_dir: str | None,
+             executor: str, isolate: str | None, run_dir: str | None,
              resume_dir: str | None, as_json: bool) -> None:
     """Search for a faster kernel that is still correct, starting from CANDIDATE.
 
@@ -111,7 +111,7 @@ def optimize(ctx: click.Context, problem_path: str | None, kernel_path: str | No
                 raise BadInput("-o: --resume continues RUNDIR in place; leave -o out")
             values = dict(dtype=dtype, optimizer=optimizer, budget_evals=budget_evals, budget_minutes=budget_minutes,
                           rounds=rounds, beam=beam, proposals_per_member=proposals_per_member, seed=seed,
-                          executor=executor, trials=trials, timeout_s=timeout_s)
+                          executor=executor, trials=trials, timeout_s=timeout_s, isolate=isolate)
             again: dict[str, Any] = {field: values[param] for param, field in _RESUME_FIELDS.items() if param in given}
             if "overrides" in given:
                 again["overrides"] = parse_overrides(overrides)
@@ -137,6 +137,7 @@ def optimize(ctx: click.Context, problem_path: str | None, kernel_path: str | No
                           optimizer_secrets=optimizer_secrets, budget_evals=budget_evals,
                           budget_minutes=budget_minutes, rounds=rounds, beam=beam,
                           proposals_per_member=proposals_per_member, seed=seed, executor=executor, race=not no_race,
+                          isolate=isolate,
                           baselines=parse_baselines(baselines), trials=trials, timeout_s=timeout_s,
                           profile=not no_profile, experience=experience_choice(no_experience, experience_db),
                           **callbacks)

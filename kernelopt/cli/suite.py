@@ -62,7 +62,7 @@ def run(suite_dir: str, optimizer: str, optimizer_options: dict[str, Any], optim
         budget_minutes: float, budget_evals: int | None, problems: str | None, out_dir: str | None, small: bool,
         parallel_problems: bool, rounds: int, beam: int, proposals_per_member: int, seed: int, baselines: str,
         trials: int, timeout_s: float, no_profile: bool, no_experience: bool, experience_db: str | None,
-        no_race: bool, no_cache: bool, executor: str, as_json: bool) -> None:
+        no_race: bool, no_cache: bool, executor: str, isolate: str | None, as_json: bool) -> None:
     """Optimize every problem of DIR (each folder with problem.py and kernel.py) and score the suite.
 
     Writes OUT/suite.jsonl (one line per finished problem: the resume state),
@@ -94,7 +94,7 @@ def run(suite_dir: str, optimizer: str, optimizer_options: dict[str, Any], optim
                            proposals_per_member=proposals_per_member, seed=seed, executor=executor,
                            baselines=parse_baselines(baselines), trials=trials, timeout_s=timeout_s,
                            profile=not no_profile, experience=experience_choice(no_experience, experience_db),
-                           cache=not no_cache, race=not no_race,
+                           cache=not no_cache, race=not no_race, isolate=isolate,
                            progress=progress.line, status=progress.set_status, milestone=progress.milestone,
                            engine_progress=lambda e: progress.set_status(f"{e.candidate}: {e.text}"))
     emit(result, as_json, render_suite)

@@ -159,6 +159,8 @@ class RunConfig(Model):
     executor: str = "local"
     family: str | None = Field(None, description="problem family (the suite README's column): recommend matches on it")
     race: bool = Field(True, description="racing: a candidate clearly slower than the beam's worst stops being timed")
+    isolate: Literal["worker", "candidate", "sandbox", "auto"] | None = Field(
+        None, description="--isolate: how candidates are kept apart from the judge; None: the optimizer's default")
     # How each version is judged and what the run writes besides itself: a resumed run keeps these
     # (before issue 20 they were the resuming call's arguments, so v0 could get 1 trial and v1 3).
     baselines: list[str] = Field(default_factory=lambda: ["eager", "compile"])

@@ -106,7 +106,7 @@ def iterate(
         # No baselines: eager / compile were timed with v0 and are in the run already.
         # An agent's candidates are model-written: a real OS sandbox where there is one.
         with Engine(problem, trials=trials, timeout_s=timeout_s, seed=config.seed, executor=config.executor,
-                    devices=devices, progress=engine_progress, isolate="auto") as engine:
+                    devices=devices, progress=engine_progress, isolate=config.isolate or "auto") as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=AgentOptimizer(), profile=profile,
                         experience=store, progress=progress, status=status)
             # Evaluated with it: a version an earlier iterate wrote but was killed before evaluating.
@@ -219,7 +219,7 @@ def finish(
         trials, timeout_s = _judged_as(config, trials, timeout_s)
         # An agent's candidates are model-written: a real OS sandbox where there is one.
         with Engine(problem, trials=trials, timeout_s=timeout_s, seed=config.seed, executor=config.executor,
-                    devices=devices, progress=engine_progress, isolate="auto") as engine:
+                    devices=devices, progress=engine_progress, isolate=config.isolate or "auto") as engine:
             loop = Loop(rundir, problem, config, engine=engine, optimizer=AgentOptimizer(), profile=False,
                         progress=progress, status=status, timeout_s=timeout_s)
             loop.evaluate(rundir.pending())

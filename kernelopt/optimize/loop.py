@@ -854,7 +854,7 @@ CONFIG_FLAGS: dict[str, str] = {
     "rounds": "--rounds", "budget_evals": "--budget-evals", "budget_minutes": "--budget-minutes", "beam": "--beam",
     "proposals_per_member": "--proposals", "seed": "--seed", "executor": "--executor", "baselines": "--baselines",
     "trials": "--trials", "timeout_s": "--timeout", "profile": "--no-profile", "experience": "--no-experience",
-    "race": "--no-race",
+    "race": "--no-race", "isolate": "--isolate",
 }
 # Above this many elements (the product of a problem's integer shape constants) the Triton
 # interpreter takes minutes per version: matvec at 8192 x 8192 took 317 s for one run.
@@ -928,6 +928,7 @@ def optimize(
     family: str | None = None,
     cache: bool = True,
     race: bool = True,
+    isolate: str | None = None,
     optimizer_secrets: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
@@ -944,6 +945,8 @@ def optimize(
     ExperienceStore itself, False none:
     the store is asked for recommendations and seeds every round, and learns each outcome.
     `family`: the problem family, which recommend matches other problems' records on.
+    `isolate`: worker, candidate, sandbox or auto (`harness.evaluate.resolve_isolation`); None
+    leaves it to the optimizer's default.
     `budget_minutes` bounds the whole run's wall time: engine start and baselines, profiling,
     search and the final re-timing."""
     started = time.monotonic()
@@ -960,6 +963,8 @@ def optimize(
         raise BadInput(f"--budget-evals {budget_evals}: need at least 1")
     if timeout_s <= 0:
         raise BadInput(f"--timeout {timeout_s}: must be positive")
+    if isolate not in (None, "worker", "candidate", "sandbox", "auto"):
+        raise BadInput(f"--isolate {isolate}: choose worker, candidate, sandbox or auto")
     problem = load_problem(problem_path, overrides, dtype)
     load_candidate(kernel_path)  # a bad starting kernel is bad input before anything starts
     optimizer_options = dict(optimizer_options or {})
@@ -969,7 +974,7 @@ def optimize(
         kernel=str(Path(kernel_path).resolve()), optimizer=optimizer, optimizer_options=optimizer_options,
         budget_evals=budget_evals, budget_minutes=budget_minutes, rounds=rounds, beam=beam,
         proposals_per_member=proposals_per_member, seed=seed, executor=executor, family=family, race=race,
-        baselines=list(baselines), trials=trials, timeout_s=timeout_s, profile=profile,
+        isolate=isolate, baselines=list(baselines), trials=trials, timeout_s=timeout_s, profile=profile,
         experience=experience if isinstance(experience, bool) else str(getattr(experience, "path", experience)),
         kernelopt_version=kernelopt_version(), git_commit=git_commit(), created_at=now_iso(),
     )
@@ -1084,7 +1089,7 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, opt: Any, *, devices:
         # Model-written candidates are the likeliest to probe the harness: a real OS sandbox where there is one.
         with Engine(problem, baselines=config.baselines, trials=config.trials, timeout_s=config.timeout_s,
                     seed=config.seed, executor=config.executor, devices=devices, progress=engine_progress, cache=cache,
-                    isolate="auto" if config.optimizer == "llm" else "worker") as engine:
+                    isolate=config.isolate or ("auto" if config.optimizer == "llm" else "worker")) as engine:
             if engine.ready and engine.ready[0].device and not config.device:
                 from kernelopt.harness.envinfo import software_summary
 
