@@ -51,3 +51,13 @@ def test_odd_sources_decline_without_raising(name):
             assert not r.applies
         with pytest.raises(TransformError):
             t.apply(source, "k")
+
+
+@pytest.mark.parametrize("name, param, bad, kind", [
+    ("grouped_program_order", "GROUP_M", 0, "positive"), ("persistent_grid", "PROGRAMS_PER_SM", True, "positive"),
+    ("autotune_table", "RADIUS", -1, "non-negative"), ("split_reduction", "SPLIT", 2.0, "positive"),
+    ("rows_per_program", "ROWS_PER_PROGRAM", 0, "positive")])
+def test_a_bad_integer_parameter_is_refused_alike(name, param, bad, kind):
+    # one check (triton_edit.int_param) for every transform's integer parameter, before any parsing
+    with pytest.raises(TransformError, match=rf"^{name}: {param}={bad!r} is not a {kind} integer$"):
+        get_transform(name).apply("", "k", **{param: bad})

@@ -30,6 +30,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     applies,
     decline,
+    int_param,
     literal_tuple,
     name_loads,
     parse_for_apply,
@@ -227,9 +228,7 @@ class AutotuneTable:
         return out
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
-        radius = params.get("RADIUS", 1)
-        if not (isinstance(radius, int) and not isinstance(radius, bool) and radius >= 0):
-            raise TransformError(f"RADIUS={radius!r}: expected a non-negative integer")
+        radius = int_param(NAME, params, "RADIUS", 1, minimum=0)
         p, k = parse_for_apply(source, site)
         got = self._check(p, k, source)
         if isinstance(got, str):

@@ -31,6 +31,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     constexpr_annotation,
     decline,
     fresh,
+    int_param,
     is_program_id,
     line_span,
     name_loads,
@@ -164,9 +165,7 @@ class GroupedProgramOrder:
         return out
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
-        group = params.get("GROUP_M", 8)
-        if not (isinstance(group, int) and not isinstance(group, bool) and group >= 1):
-            raise TransformError(f"GROUP_M={group!r}: expected a positive integer")
+        group = int_param(NAME, params, "GROUP_M", 8)
         p, k = parse_for_apply(source, site)
         plan = _plan(p, k)
         why = plan if isinstance(plan, str) else _check_edit(p, k, plan)

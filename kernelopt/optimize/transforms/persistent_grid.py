@@ -37,6 +37,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     enclosing_stmt,
     fresh,
     grid_of,
+    int_param,
     launch_args,
     parse_for_apply,
     parse_for_sites,
@@ -175,9 +176,7 @@ class PersistentGrid:
         return out
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
-        pps = params.get("PROGRAMS_PER_SM", 2)
-        if not (isinstance(pps, int) and not isinstance(pps, bool) and pps >= 1):
-            raise TransformError(f"PROGRAMS_PER_SM={pps!r}: expected a positive integer")
+        pps = int_param(NAME, params, "PROGRAMS_PER_SM", 2)
         p, k = parse_for_apply(source, site)
         got = _check(p, k)
         if isinstance(got, str):

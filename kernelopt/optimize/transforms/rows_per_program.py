@@ -41,6 +41,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     decline,
     fresh,
     grid_of,
+    int_param,
     line_span,
     parse_for_apply,
     parse_for_sites,
@@ -194,9 +195,7 @@ class RowsPerProgram:
         unknown = set(params) - {PARAM}
         if unknown:
             raise TransformError(f"{NAME}: unknown parameter {sorted(unknown)[0]!r} (known: {PARAM})")
-        rows_per = params.get(PARAM, 4)
-        if not (isinstance(rows_per, int) and not isinstance(rows_per, bool) and rows_per >= 1):
-            raise TransformError(f"{NAME}: {PARAM}={rows_per!r} is not a positive integer")
+        rows_per = int_param(NAME, params, PARAM, 4)
         p, k = parse_for_apply(source, site)
         triton, header = triton_module(p)
         plan = self._plan(p, k, PARAM, triton)

@@ -41,6 +41,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     enclosing_stmt,
     fresh,
     grid_of,
+    int_param,
     launch_args,
     parse_for_apply,
     parse_for_sites,
@@ -294,9 +295,7 @@ class SplitReduction:
         unknown = set(params) - {PARAM}
         if unknown:
             raise TransformError(f"{NAME}: unknown parameter {sorted(unknown)[0]!r} (known: {PARAM})")
-        split = params.get(PARAM, 4)
-        if not (isinstance(split, int) and not isinstance(split, bool) and split >= 1):
-            raise TransformError(f"{NAME}: {PARAM}={split!r} is not a positive integer")
+        split = int_param(NAME, params, PARAM, 4)
         p, k = parse_for_apply(source, site)
         plan = self._plan(p, k)
         if isinstance(plan, str):

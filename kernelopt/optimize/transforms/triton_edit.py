@@ -78,6 +78,16 @@ def parse_for_apply(source: str, site: str, path: str = "<candidate>") -> tuple[
     return p, p.kernels[name]
 
 
+def int_param(transform: str, params: dict[str, ParamValue], name: str, default: int, *, minimum: int = 1) -> int:
+    """An integer parameter as `apply` takes it, checked there too: a library caller's `apply`
+    does not go through `base.resolve_params`."""
+    value = params.get(name, default)
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
+        kind = {0: "non-negative", 1: "positive"}.get(minimum, f">= {minimum}")
+        raise TransformError(f"{transform}: {name}={value!r} is not a {kind} integer")
+    return value
+
+
 def decline(transform: str, kernel: str | None, reason: str, line: int | None = None) -> SiteReport:
     return SiteReport(transform=transform, site=None, applies=False, reason=reason, kernel=kernel, line=line)
 
