@@ -86,6 +86,9 @@ class Attempt(Model):
     transform: str | None = Field(None, description="'name@site' of the source transform that made the version")
     median_ms: float | None = None
     lesson: str | None = None
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="the version's Proposal.extra: what its optimizer recorded, so that an "
+                                          "optimizer rebuilds its own state from the history (a resumed run)")
 
 
 class OptimizeContext(Model):

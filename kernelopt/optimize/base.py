@@ -35,13 +35,61 @@ BUILTIN: dict[str, str] = {
 
 @runtime_checkable
 class Optimizer(Protocol):
-    """Proposes new candidate sources from what the loop has measured."""
+    """Proposes new candidate sources from what the loop has measured.
+
+    `name` and `propose` are all an optimizer must have. The loop also uses these optional
+    capabilities where an optimizer has them, looked up by attribute (`capability`), never by
+    the optimizer's name, so a third-party optimizer gets them by defining them:
+
+    - `repair(context, version, evaluation) -> Proposal | None`: a fix for a failed version
+      (`Repairs`); the result is a new version of the same round.
+    - `reflect(context, version, evaluation, parent_metrics, metrics) -> str | None`: a lesson
+      from what was measured (`Reflects`), recorded in the run and the experience store.
+    - `rejections: list`: replies that gave no proposal, each logged as a `rejected` event.
+    - `interactive = True`: proposes nothing; the run stays open after v0 for `kernelopt iterate`.
+    - `isolation: str`: how the engine isolates its candidates ('worker', the default, or 'auto':
+      a real OS sandbox where there is one, for model-written code).
+    - `usage_log_name: str` (on the class): a log file of its own in the run directory, passed
+      as the `usage_log` option.
+    - Resuming: an optimizer keeps no state the loop does not rebuild. What it must remember
+      across processes it puts in `Proposal.extra`, and reads back from `context.history`
+      (`Attempt.extra`), e.g. the LLM's prompt hashes.
+    """
 
     name: str
 
     def propose(self, context: OptimizeContext) -> list[Proposal]:
         """New proposals for this round; an empty list means the optimizer has nothing left to try."""
         ...
+
+
+@runtime_checkable
+class Repairs(Protocol):
+    """An optimizer that can fix a failed version from its failure detail."""
+
+    def repair(self, context: OptimizeContext, version: Version, evaluation: Any) -> Proposal | None: ...
+
+
+@runtime_checkable
+class Reflects(Protocol):
+    """An optimizer that states a lesson from a measured version."""
+
+    def reflect(self, context: OptimizeContext, version: Version, evaluation: Any,
+                parent_metrics: Any, metrics: Any) -> str | None: ...
+
+
+# Optional attribute -> its value for an optimizer without it (see `Optimizer`).
+CAPABILITY_DEFAULTS: dict[str, Any] = {
+    "repair": None, "reflect": None, "rejections": None, "interactive": False, "isolation": "worker",
+    "usage_log_name": None,
+}
+
+
+def capability(optimizer: Any, name: str) -> Any:
+    """The optimizer's (or optimizer class's) optional capability `name`, else its default."""
+    if name not in CAPABILITY_DEFAULTS:
+        raise KeyError(f"{name!r} is not an optimizer capability (known: {', '.join(CAPABILITY_DEFAULTS)})")
+    return getattr(optimizer, name, CAPABILITY_DEFAULTS[name])
 
 
 def roofline_share(version: Version, floor_ms: float | None) -> float | None:
@@ -74,14 +122,20 @@ OPTION_FLAGS: dict[str, str] = {
 }
 
 
+def optimizer_factory(name: str) -> Any:
+    """The class (or factory) registered as `name`; BadInput if unknown."""
+    factory = REGISTRY.factory(name)
+    if factory is None:
+        raise BadInput(f"--optimizer {name!r}: unknown optimizer (known: {', '.join(sorted(available()))})")
+    return factory
+
+
 def accepted_options(name: str) -> frozenset[str] | None:
     """The options optimizer `name` uses: its class's `accepts`, else its named keyword
     parameters; None when it takes any (`**options` and no `accepts`). BadInput if unknown."""
     import inspect
 
-    factory = REGISTRY.factory(name)
-    if factory is None:
-        raise BadInput(f"--optimizer {name!r}: unknown optimizer (known: {', '.join(sorted(available()))})")
+    factory = optimizer_factory(name)
     declared = getattr(factory, "accepts", None)
     if declared is not None:
         return frozenset(declared)
@@ -107,10 +161,7 @@ def check_options(name: str, options: dict[str, Any]) -> None:
 
 def get_optimizer(name: str, **options: Any) -> Optimizer:
     """Instantiate the optimizer registered as `name` with `options`; BadInput if unknown."""
-    factory = REGISTRY.factory(name)
-    if factory is None:
-        raise BadInput(f"--optimizer {name!r}: unknown optimizer (known: {', '.join(sorted(available()))})")
-    optimizer = factory(**options)
+    optimizer = optimizer_factory(name)(**options)
     if not isinstance(optimizer, Optimizer):
         raise BadInput(f"optimizer {name!r} does not implement propose(context) and name")
     return optimizer

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from kernelopt.errors import BadInput, CandidateFailed
 from kernelopt.models.harness import Candidate, Evaluation, Problem, ShapeCheck, TimingStats
 from kernelopt.models.optimize import Attempt, OptimizeContext, RunConfig, RunState, Version
-from kernelopt.optimize.base import at_roofline, roofline_share
+from kernelopt.optimize.base import at_roofline, capability, roofline_share
 from kernelopt.rundir import changed_message
 from kernelopt.problem import normalized_source_hash
 
@@ -264,8 +264,6 @@ class Loop:
         seed = next((a.seed for a in advice.values() if a.seed is not None), None)
         tried = sorted(self.known_sources())
         options = dict(self.config.optimizer_options)
-        options["prompt_shas"] = [v.proposal.extra.get("prompt_sha") for v in self.state.versions.values()
-                                  if v.proposal and v.proposal.extra.get("prompt_sha")]
         return OptimizeContext(
             problem=self.problem, round=round_, beam=beam, recommendations=recs,
             known_failures={vid: a.known_failures for vid, a in advice.items()},
@@ -378,7 +376,7 @@ class Loop:
         """Optimizers that can (the LLM) get each failed version back with its failure detail;
         a repaired source is a new version of the same round, evaluated like any other. The
         optimizer bounds the attempts (`--repairs`)."""
-        fix = getattr(self.optimizer, "repair", None)
+        fix = capability(self.optimizer, "repair")
         if fix is None:
             return []
         added: list[str] = []
@@ -405,7 +403,7 @@ class Loop:
     def reflect(self, version_ids: Sequence[str], round_: int) -> None:
         """Optimizers that can (the LLM) compare what they predicted with what was measured; the
         lesson goes into the run (and, through the experience record, into the store)."""
-        think = getattr(self.optimizer, "reflect", None)
+        think = capability(self.optimizer, "reflect")
         if think is None:
             return
         context = self.context(round_)  # nothing below changes what it holds
@@ -427,7 +425,7 @@ class Loop:
     def record_rejections(self, round_: int) -> list[dict[str, Any]]:
         """The optimizer's rejected replies since the last call (the LLM's parse, guard and provider
         failures) as `rejected` events, each also a progress line; returns them."""
-        found = getattr(self.optimizer, "rejections", None) or []
+        found = capability(self.optimizer, "rejections") or []
         new = found[self._rejections_seen:]
         self._rejections_seen = len(found)
         out = []
@@ -513,7 +511,7 @@ class Loop:
         if self.state.rounds_finished == 0:
             self.rundir.record_round_finished(0, "v0")  # round 0: the starting kernel
             self.refresh()
-        if getattr(self.optimizer, "interactive", False):
+        if capability(self.optimizer, "interactive"):
             # Agent mode: v0 is measured and diagnosed; an agent writes the next versions
             # (`kernelopt iterate`), so the run stays open (no run_finished).
             self.profile_beam()
@@ -727,6 +725,7 @@ def attempt_of(version: Version, parent: Version | None, structure: str | None =
         knobs=dict(version.proposal.knobs) if version.proposal else starting_knobs(version),
         structure=structure, median_ms=median,
         transform=_transform_of(version.proposal),
+        extra=dict(version.proposal.extra) if version.proposal else {},
     )
 
 
@@ -848,6 +847,8 @@ def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, devic
 RESUME_CHANGEABLE = ("rounds", "budget_evals", "budget_minutes")
 # LLM options a resumed run may change (a hung --llm-command wants a shorter timeout).
 RESUME_CHANGEABLE_OPTIONS = ("timeout_s", "retries")
+# Options older run.json files carry that no optimizer takes (the loop once injected them).
+LEGACY_OPTIONS = ("prompt_shas",)
 # RunConfig field -> the flag that sets it, for one-line refusals.
 CONFIG_FLAGS: dict[str, str] = {
     "problem": "PROBLEM", "kernel": "--kernel", "overrides": "--set", "dtype": "--dtype", "optimizer": "--optimizer",
@@ -867,13 +868,15 @@ def make_optimizer(config: RunConfig, secrets: dict[str, Any] | None, run_path: 
     Called before the run directory is created (or a resume appends anything), so an unknown
     optimizer or provider, a missing --provider or an --llm-command that cannot start is a
     usage error that leaves nothing behind."""
-    from kernelopt.optimize.base import check_options, get_optimizer
+    from kernelopt.optimize.base import check_options, get_optimizer, optimizer_factory
 
-    options = dict(config.optimizer_options)
-    options.pop("prompt_shas", None)
+    options = {k: v for k, v in config.optimizer_options.items() if k not in LEGACY_OPTIONS}
     check_options(config.optimizer, {**options, **(secrets or {})})
-    if config.optimizer == "llm":
-        options.setdefault("usage_log", str(Path(run_path) / "llm_usage.jsonl"))
+    # An optimizer that keeps a log of its own (the LLM's token usage) names the file as a class
+    # attribute; the loop puts it in the run directory.
+    log_name = capability(optimizer_factory(config.optimizer), "usage_log_name")
+    if log_name:
+        options.setdefault("usage_log", str(Path(run_path) / log_name))
     return get_optimizer(config.optimizer, **options, **(secrets or {}))
 
 
@@ -1086,10 +1089,11 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, opt: Any, *, devices:
             (progress or (lambda t: None))(f"experience store unavailable ({exc}); outcomes are not recorded")
     try:
         engine_start = time.monotonic()
-        # Model-written candidates are the likeliest to probe the harness: a real OS sandbox where there is one.
+        # --isolate, else the optimizer's own default (`Optimizer.isolation`): model-written candidates
+        # are the likeliest to probe the harness, so the LLM asks for a real OS sandbox where there is one.
         with Engine(problem, baselines=config.baselines, trials=config.trials, timeout_s=config.timeout_s,
                     seed=config.seed, executor=config.executor, devices=devices, progress=engine_progress, cache=cache,
-                    isolate=config.isolate or ("auto" if config.optimizer == "llm" else "worker")) as engine:
+                    isolate=config.isolate or capability(opt, "isolation")) as engine:
             if engine.ready and engine.ready[0].device and not config.device:
                 from kernelopt.harness.envinfo import software_summary
 

@@ -72,6 +72,10 @@ class Rejection(Model):
 
 class LLMOptimizer:
     name = "llm"
+    # Model-written code is the likeliest to probe the harness: a real OS sandbox where there is one.
+    isolation = "auto"
+    # The loop passes `usage_log` as this file in the run directory.
+    usage_log_name = "llm_usage.jsonl"
 
     def __init__(
         self,
@@ -134,7 +138,9 @@ class LLMOptimizer:
 
     def propose(self, context: OptimizeContext) -> list[Proposal]:
         """One LLM call per (beam member, strategy), up to `proposals_per_member` per member."""
-        self._sent.update(context.options.get("prompt_shas") or [])
+        # Prompts sent by earlier processes of this run (a resumed run): from the history, so a
+        # resumed run never sends a prompt twice.
+        self._sent.update(a.extra["prompt_sha"] for a in context.history if a.extra.get("prompt_sha"))
         proposals: list[Proposal] = []
         used_this_round: set[str] = set()
         budget = context.budget_left
