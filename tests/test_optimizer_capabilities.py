@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pytest
-from conftest import MATVEC, FakeEngine
+from conftest import MATVEC, FakeEngine, Killed
 
 from kernelopt.models.harness import Candidate, Evaluation, Failure
 from kernelopt.models.optimize import OptimizeContext, Proposal, Version
@@ -112,3 +112,93 @@ def test_capability_defaults_for_an_optimizer_without_them() -> None:
     assert base.capability(Bare(), "repair") is None
     with pytest.raises(KeyError):
         base.capability(Bare(), "no_such_capability")
+
+
+# --- --opt KEY=VALUE: options for any optimizer -----------------------------------------------------------
+
+
+class Tunable:
+    """A third-party optimizer with options of its own (no CLI flag of kernelopt names them)."""
+
+    name = "tunable"
+    built: list[dict[str, Any]] = []
+
+    def __init__(self, *, step: int = 1, ratio: float = 1.0, greedy: bool = False, kinds: list[str] | None = None,
+                 label: str = "") -> None:
+        Tunable.built.append(dict(step=step, ratio=ratio, greedy=greedy, kinds=kinds, label=label))
+
+    def propose(self, context: OptimizeContext) -> list[Proposal]:
+        return []
+
+
+class _TunableEntryPoint(_EntryPoint):
+    name = "tunable"
+    value = "thirdparty_pkg:Tunable"
+
+    def load(self) -> type:
+        return Tunable
+
+
+def test_opt_values_are_typed_where_they_parse() -> None:
+    from kernelopt.cli.common import parse_opt_values
+    from kernelopt.errors import BadInput
+
+    assert parse_opt_values(("step=4", "ratio=0.5", "greedy=true", "g2=False", 'kinds=["launch"]', "label=fast",
+                             "empty=")) == {"step": 4, "ratio": 0.5, "greedy": True, "g2": False,
+                                            "kinds": ["launch"], "label": "fast", "empty": ""}
+    for bad in (("noequals",), ("1x=2",), ("a=1", "a=2")):
+        with pytest.raises(BadInput, match="--opt"):
+            parse_opt_values(bad)
+
+
+def test_opt_reaches_a_third_party_optimizer_is_recorded_and_kept_on_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    import kernelopt.harness.evaluate as evaluate_mod
+    from kernelopt.cli import main
+
+    monkeypatch.setattr(base.REGISTRY, "entry_points", lambda: [_TunableEntryPoint()])
+    kill: dict[str, int | None] = {"after": 0}
+
+    def engine(problem: Any, **kw: Any) -> FakeEngine:
+        e = FakeEngine(problem, **kw)
+        e.kill_after = kill["after"]
+        FakeEngine.recorded = 0
+        return e
+
+    monkeypatch.setattr(evaluate_mod, "Engine", engine)
+    Tunable.built.clear()
+    run = tmp_path / "run"
+    with pytest.raises(Killed):  # killed before v0 is evaluated: a run left to resume
+        CliRunner().invoke(main, ["optimize", str(MATVEC / "problem.py"), "--kernel", str(MATVEC / "kernel.py"),
+                                  "-o", str(run), "--optimizer", "tunable", "--opt", "step=4", "--opt", "ratio=0.5",
+                                  "--opt", "greedy=true", "--opt", 'kinds=["launch"]', "--opt", "label=fast",
+                                  "--no-profile", "--no-experience", "--set", "M=64", "--set", "K=256"],
+                           catch_exceptions=False)
+    typed = {"step": 4, "ratio": 0.5, "greedy": True, "kinds": ["launch"], "label": "fast"}
+    assert Tunable.built == [typed]
+    assert json.loads((run / "run.json").read_text())["optimizer_options"] == typed
+    # A resumed run builds its optimizer from run.json: the same options, without giving them again.
+    kill["after"] = None
+    res = CliRunner().invoke(main, ["optimize", "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    assert Tunable.built == [typed, typed]
+    # Given again with another value: refused, like any option a resumed run started with.
+    res = CliRunner().invoke(main, ["optimize", "--resume", str(run), "--opt", "step=5"])
+    assert res.exit_code == 2 and "--opt step" in res.output
+
+
+def test_opt_the_optimizer_does_not_take_is_refused_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "kernelopt", "optimize", str(MATVEC / "problem.py"), "--kernel",
+                          str(MATVEC / "kernel.py"), "-o", str(tmp_path / "run"), "--opt", "no_such=1"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == ["kernelopt: --optimizer knobs: does not use --opt no_such; "
+                                               "leave it out"]
+    assert not (tmp_path / "run").exists()

@@ -95,6 +95,29 @@ def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def parse_opt_values(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """`--opt KEY=VALUE` pairs -> {KEY: value}: a value that parses as JSON (an int, a float,
+    true/false, null, a list or object) is that, True/False too; anything else stays a string."""
+    from kernelopt.errors import BadInput
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name.isidentifier():
+            raise BadInput(f"--opt {pair!r}: expected KEY=VALUE with KEY a Python identifier")
+        if name in out:
+            raise BadInput(f"--opt {name}: given twice; give it once")
+        if text in ("True", "False"):
+            out[name] = text == "True"
+            continue
+        try:
+            out[name] = json.loads(text)
+        except ValueError:
+            out[name] = text
+    return out
+
+
 def loop_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The optimize loop's options, shared by `optimize` and `suite run` (same names, same defaults)."""
     options = [
@@ -197,13 +220,25 @@ def optimizer_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="llm: seconds one model call may take [default: 120]."),
         click.option("--llm-retries", type=click.IntRange(min=0), default=None,
                      help="llm: retries of a call that timed out or failed transiently [default: 3]."),
+        click.option("--opt", "opt_pairs", multiple=True, metavar="KEY=VALUE",
+                     help="An option of the chosen optimizer, third-party ones included (repeatable); VALUE is "
+                          "read as JSON (4, 0.5, true, [\"launch\"]) where it parses, else as a string. "
+                          "An option the optimizer does not take is refused."),
     ]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         given = {key: kwargs.pop(param) for param, key in _OPTIMIZER_PARAMS.items()}
         api_key = read_api_key(kwargs.pop("api_key"), kwargs.pop("api_key_file"))
-        kwargs["optimizer_options"] = {k: v for k, v in given.items() if v is not None}
+        flags = {k: v for k, v in given.items() if v is not None}
+        extra = parse_opt_values(kwargs.pop("opt_pairs"))
+        both = sorted(set(flags) & set(extra))
+        if both:
+            from kernelopt.errors import BadInput
+            from kernelopt.optimize.base import OPTION_FLAGS
+
+            raise BadInput(f"--opt {both[0]}: also given as {OPTION_FLAGS.get(both[0], both[0])}; give it once")
+        kwargs["optimizer_options"] = {**flags, **extra}
         kwargs["optimizer_secrets"] = {"api_key": api_key} if api_key else {}
         return fn(*args, **kwargs)
 

@@ -155,7 +155,7 @@ def check_options(name: str, options: dict[str, Any]) -> None:
         return
     ignored = [k for k in options if k not in accepted]
     if ignored:
-        flags = ", ".join(OPTION_FLAGS.get(k, k) for k in ignored)
+        flags = ", ".join(OPTION_FLAGS.get(k, f"--opt {k}") for k in ignored)
         raise BadInput(f"--optimizer {name}: does not use {flags}; leave {'it' if len(ignored) == 1 else 'them'} out")
 
 

@@ -1012,7 +1012,7 @@ def reconcile(config: RunConfig, given: dict[str, Any]) -> tuple[RunConfig, dict
                 else:
                     from kernelopt.optimize.base import OPTION_FLAGS
 
-                    refused.append(f"{OPTION_FLAGS.get(name, name)} (this run: {options.get(name)!r})")
+                    refused.append(f"{OPTION_FLAGS.get(name, f'--opt {name}')} (this run: {options.get(name)!r})")
             updates["optimizer_options"] = options
             continue
         current = getattr(config, key)
