@@ -28,13 +28,11 @@ from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
 from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
-    applies,
-    decline,
     int_param,
+    kernel_sites,
     literal_tuple,
     name_loads,
     parse_for_apply,
-    parse_for_sites,
     tl_calls,
 )
 from kernelopt.source import JitKernel, apply_edits, bindings, grid_names, indent_of, keyword_delete_span
@@ -213,19 +211,14 @@ class AutotuneTable:
         return tuned, call, key, grid
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out = []
-        for k in p.kernels.values():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             got = self._check(p, k, source)
             if isinstance(got, str):
-                out.append(decline(NAME, k.fn.name, got, k.fn.lineno))
-                continue
+                return got
             tuned, _, key, _ = got
-            out.append(applies(NAME, k, f"tunes {', '.join(t.param for t in tuned)} keyed on {', '.join(key)}",
-                               {"RADIUS": 1}))
-        return out
+            return f"tunes {', '.join(t.param for t in tuned)} keyed on {', '.join(key)}", {"RADIUS": 1}
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         radius = int_param(NAME, params, "RADIUS", 1, minimum=0)

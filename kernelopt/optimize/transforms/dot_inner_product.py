@@ -30,10 +30,8 @@ from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
 from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
-    applies,
-    decline,
+    kernel_sites,
     parse_for_apply,
-    parse_for_sites,
     text,
     tl_calls,
 )
@@ -135,26 +133,20 @@ class DotInnerProduct:
                              doc="tl.dot input precision for fp32 operands ('ieee' keeps fp32 products)")]
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out = []
-        for k in p.kernels.values():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             found = _sites_in(p, k)
             if found:
                 lines = ", ".join(str(c.lineno) for c, _ in found)
-                out.append(applies(NAME, k, f"broadcast-multiply-reduce at line {lines} becomes tl.dot "
-                                            "(tiles must be >= 16)", {"input_precision": "ieee"}))
-            elif _conv_like(k):
-                out.append(decline(NAME, k.fn.name, "a direct convolution loop nest (products accumulated in "
-                                                    "nested loops): implicit GEMM is not implemented", k.fn.lineno))
-            elif _has_2d_broadcast_reduce(p, k):
-                out.append(decline(NAME, k.fn.name, "a matrix-vector product (vector products reduced): tl.dot "
-                                                    "needs every dimension >= 16", k.fn.lineno))
-            else:
-                out.append(decline(NAME, k.fn.name, "no tl.sum(a[:, :, None] * b[None, :, :], axis=...) inner "
-                                                    "product in the kernel", k.fn.lineno))
-        return out
+                return (f"broadcast-multiply-reduce at line {lines} becomes tl.dot (tiles must be >= 16)",
+                        {"input_precision": "ieee"})
+            if _conv_like(k):
+                return ("a direct convolution loop nest (products accumulated in nested loops): implicit GEMM is "
+                        "not implemented")
+            if _has_2d_broadcast_reduce(p, k):
+                return "a matrix-vector product (vector products reduced): tl.dot needs every dimension >= 16"
+            return "no tl.sum(a[:, :, None] * b[None, :, :], axis=...) inner product in the kernel"
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         precision = params.get("input_precision", "ieee")

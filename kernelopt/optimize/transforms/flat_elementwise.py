@@ -31,15 +31,13 @@ from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     add_params,
     alone_on_lines,
-    applies,
     axis_of,
-    decline,
     fresh,
+    kernel_sites,
     launch_args,
     literal_tuple,
     name_loads,
     parse_for_apply,
-    parse_for_sites,
     program_ids,
     single_binding,
     text,
@@ -248,20 +246,16 @@ class FlatElementwise:
         return plan, launches
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out = []
-        for k in p.kernels.values():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             got = self._check(p, k)
             if isinstance(got, str):
-                out.append(decline(NAME, k.fn.name, got, k.fn.lineno))
-                continue
+                return got
             plan, _ = got
             grid = "2-D grid of (row, column block)" if plan.col_axis is not None else "one program per row"
-            out.append(applies(NAME, k, f"{grid} over rows of {plan.n_cols}: one flat index, {plan.block} "
-                                        "elements per program", {"BLOCK": 1024}))
-        return out
+            return (f"{grid} over rows of {plan.n_cols}: one flat index, {plan.block} elements per program",
+                    {"BLOCK": 1024})
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         block_value = params.get("BLOCK", 1024)

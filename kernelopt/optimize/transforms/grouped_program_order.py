@@ -27,16 +27,14 @@ from kernelopt.optimize.transforms.triton_edit import (
     add_launch_kwargs,
     add_params,
     alone_on_lines,
-    applies,
     constexpr_annotation,
-    decline,
     fresh,
     int_param,
     is_program_id,
+    kernel_sites,
     line_span,
     name_loads,
     parse_for_apply,
-    parse_for_sites,
     program_ids,
     single_binding,
     text,
@@ -148,21 +146,17 @@ class GroupedProgramOrder:
                              doc="tile rows per band; a knob of the result")]
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out = []
-        for k in p.kernels.values():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             plan = _plan(p, k)
             why = plan if isinstance(plan, str) else _check_edit(p, k, plan)
             if why is not None:
-                out.append(decline(NAME, k.fn.name, why, k.fn.lineno))
-                continue
+                return why
             assert isinstance(plan, _Plan)
             what = ("2-D grid" if plan.kind == "2d" else f"1-D id split by {plan.count}")
-            out.append(applies(NAME, k, f"{what}: tiles {_target(plan.m_stmt)}, {_target(plan.n_stmt)} "
-                                        "visited in bands of GROUP_M rows", {"GROUP_M": 8}))
-        return out
+            return (f"{what}: tiles {_target(plan.m_stmt)}, {_target(plan.n_stmt)} visited in bands of GROUP_M rows",
+                    {"GROUP_M": 8})
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         group = int_param(NAME, params, "GROUP_M", 8)

@@ -30,17 +30,15 @@ from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     add_params,
-    applies,
     axis_of,
     constexpr_annotation,
-    decline,
     enclosing_stmt,
     fresh,
     grid_of,
     int_param,
+    kernel_sites,
     launch_args,
     parse_for_apply,
-    parse_for_sites,
     program_ids,
     reindent_edits,
     text,
@@ -161,19 +159,13 @@ class PersistentGrid:
                              doc="programs launched per SM; a knob of the result")]
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out = []
-        for k in p.kernels.values():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             got = _check(p, k)
             if isinstance(got, str):
-                out.append(decline(NAME, k.fn.name, got, k.fn.lineno))
-                continue
-            axes = got[0]
-            out.append(applies(NAME, k, f"{axes}-D grid of tiles: programs per SM loop over them",
-                               {"PROGRAMS_PER_SM": 2}))
-        return out
+                return got
+            return f"{got[0]}-D grid of tiles: programs per SM loop over them", {"PROGRAMS_PER_SM": 2}
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         pps = int_param(NAME, params, "PROGRAMS_PER_SM", 2)

@@ -36,15 +36,13 @@ from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     add_launch_kwargs,
     add_params,
-    applies,
     constexpr_annotation,
-    decline,
     fresh,
     grid_of,
     int_param,
+    kernel_sites,
     line_span,
     parse_for_apply,
-    parse_for_sites,
     program_ids,
     reindent_edits,
     text,
@@ -177,19 +175,14 @@ class RowsPerProgram:
         return out
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out = []
-        for name, k in p.kernels.items():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             plan = self._plan(p, k, PARAM, "triton")
             if isinstance(plan, str):
-                out.append(decline(NAME, name, plan, k.fn.lineno))
-            else:
-                out.append(applies(NAME, k, f"each program runs {PARAM} consecutive program_id(0) indices (rows, "
-                                            f"planes) instead of one; {len(plan)} launch(es) divide their grid",
-                                   {PARAM: 4}))
-        return out
+                return plan
+            return (f"each program runs {PARAM} consecutive program_id(0) indices (rows, planes) instead of one; "
+                    f"{len(plan)} launch(es) divide their grid", {PARAM: 4})
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         unknown = set(params) - {PARAM}

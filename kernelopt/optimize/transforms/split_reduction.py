@@ -35,16 +35,14 @@ from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     add_launch_kwargs,
     add_params,
-    applies,
     constexpr_annotation,
-    decline,
     enclosing_stmt,
     fresh,
     grid_of,
     int_param,
+    kernel_sites,
     launch_args,
     parse_for_apply,
-    parse_for_sites,
     program_ids,
     text,
     tl_calls,
@@ -278,18 +276,14 @@ class SplitReduction:
         return False
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out = []
-        for name, k in p.kernels.items():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             plan = self._plan(p, k)
             if isinstance(plan, str):
-                out.append(decline(NAME, name, plan, k.fn.lineno))
-            else:
-                out.append(applies(NAME, k, f"the sum over the loop at line {plan.loop.lineno} splits across {PARAM} "
-                                            f"programs (axis 1), combined by atomic_add into fp32", {PARAM: 4}))
-        return out
+                return plan
+            return (f"the sum over the loop at line {plan.loop.lineno} splits across {PARAM} programs (axis 1), "
+                    "combined by atomic_add into fp32", {PARAM: 4})
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         unknown = set(params) - {PARAM}

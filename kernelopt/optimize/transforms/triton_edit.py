@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kernelopt.errors import BadInput
 from kernelopt.models.transform import ParamValue, SiteReport
@@ -76,6 +77,21 @@ def parse_for_apply(source: str, site: str, path: str = "<candidate>") -> tuple[
         known = ", ".join(sorted(p.kernels)) or "none"
         raise TransformError(f"no @triton.jit kernel {name!r} in the source (kernels: {known})")
     return p, p.kernels[name]
+
+
+def kernel_sites(transform: str, source: str, path: str,
+                 site: Callable[[Parsed, JitKernel], str | tuple[str, dict[str, ParamValue]]]) -> list[SiteReport]:
+    """`sites()` of a transform with one site per kernel: `site(p, k)` is why it declines the
+    kernel (a str) or how it applies (reason, params)."""
+    p = parse_for_sites(transform, source, path)
+    if isinstance(p, list):
+        return p
+    out = []
+    for k in p.kernels.values():
+        got = site(p, k)
+        out.append(decline(transform, k.fn.name, got, k.fn.lineno) if isinstance(got, str)
+                   else applies(transform, k, *got))
+    return out
 
 
 def int_param(transform: str, params: dict[str, ParamValue], name: str, default: int, *, minimum: int = 1) -> int:
