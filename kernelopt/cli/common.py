@@ -146,7 +146,7 @@ def loop_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Where the evaluation workers run."),
         click.option("--isolate", type=click.Choice(["worker", "candidate", "sandbox", "auto"]), default=None,
                      help="How candidates are kept apart from the judge, as in `check` (default: the optimizer's: "
-                          "auto for llm and agent, worker otherwise)."),
+                          "auto for llm, worker otherwise; an agent run's iterate: auto)."),
     ]
     for option in reversed(options):
         fn = option(fn)
