@@ -51,6 +51,8 @@ from kernelopt.optimize.transforms.triton_edit import (
     enclosing_stmt,
     fresh,
     launch_args,
+    names_read,
+    names_stored,
     parse_for_apply,
     parse_for_sites,
     reindent_edits,
@@ -444,28 +446,20 @@ def _axis0(call: ast.Call) -> bool:
     return isinstance(axis, ast.Constant) and axis.value == 0 and len(call.args) >= 1
 
 
-def _reads_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _stores_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
 def _live_in(stmts: list[ast.stmt]) -> set[str]:
     """Names the statements read before they assign them (straight line; loop bodies once)."""
     live: set[str] = set()
     killed: set[str] = set()
     for st in stmts:
         if isinstance(st, ast.For):
-            live |= (_reads_names(st.iter) - killed)
+            live |= (names_read(st.iter) - killed)
             live |= (_live_in(st.body) - killed - {st.target.id if isinstance(st.target, ast.Name) else ""})
             continue
         if isinstance(st, ast.AugAssign):
             live |= ({st.target.id} - killed) if isinstance(st.target, ast.Name) else set()
-        live |= (_reads_names(st) - killed)
+        live |= (names_read(st) - killed)
         if isinstance(st, ast.Assign):
-            killed |= _stores_names(st)
+            killed |= names_stored(st)
     return live
 
 
@@ -500,9 +494,9 @@ def _online(p: Parsed, k: JitKernel, plan: _Plan) -> _Online | str:
     m = upd.targets[0].id  # type: ignore[attr-defined]
     scalar = isinstance(e, ast.Call) and al.tl_attr(e.func) == "max" and _axis0(e)
     x = e.args[0] if scalar else e  # type: ignore[attr-defined]
-    if _reads_names(x) & {m}:
+    if names_read(x) & {m}:
         return "the running max feeds the value it maxes over"
-    inits = [s for s in fn.body[:ia] if m in _stores_names(s)]
+    inits = [s for s in fn.body[:ia] if m in names_stored(s)]
     if len(inits) != 1 or not isinstance(inits[0], ast.Assign) or not _neg_inf(inits[0].value, al):
         return f"the running max {m!r} does not start at -inf"
     if sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == m) != 2:
@@ -542,7 +536,7 @@ def _online(p: Parsed, k: JitKernel, plan: _Plan) -> _Online | str:
         if big != m:
             return f"the second pass subtracts {big!r}, not the running max {m!r}"
     else:
-        defs = [s for s in between if big in _stores_names(s)]
+        defs = [s for s in between if big in names_stored(s)]
         if not (len(defs) == 1 and isinstance(defs[0], ast.Assign) and isinstance(defs[0].value, ast.Call)
                 and al.tl_attr(defs[0].value.func) == "max" and _axis0(defs[0].value)
                 and isinstance(defs[0].value.args[0], ast.Name) and defs[0].value.args[0].id == m):
@@ -553,17 +547,17 @@ def _online(p: Parsed, k: JitKernel, plan: _Plan) -> _Online | str:
     # the sum pass must not depend on anything computed between the passes but M, nor leave values behind
     if sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == s_name) != 2:
         return f"{s_name!r} is assigned outside its init and its update"
-    s_inits = [s for s in fn.body[:ib] if s_name in _stores_names(s)]
+    s_inits = [s for s in fn.body[:ib] if s_name in names_stored(s)]
     if len(s_inits) != 1 or not isinstance(s_inits[0], ast.Assign) or not _zero(s_inits[0].value, al):
         return f"the running sum {s_name!r} does not start at zero"
-    between_defs = set().union(*(_stores_names(s) for s in between)) if between else set()
+    between_defs = set().union(*(names_stored(s) for s in between)) if between else set()
     b_live = _live_in(b.body) - {s_name, big, b.target.id}  # type: ignore[union-attr]
-    if b_live & (between_defs | set().union(*(_stores_names(s) for s in a.body))):
+    if b_live & (between_defs | set().union(*(names_stored(s) for s in a.body))):
         return "the second pass reads values the first pass or the code between them computes"
-    b_local = set().union(*(_stores_names(s) for s in b.body)) - {s_name}
+    b_local = set().union(*(names_stored(s) for s in b.body)) - {s_name}
     if _live_in(fn.body[ib + 1:]) & b_local:
         return "values of the second pass's last iteration are used after it"
-    if _reads_names(s_inits[0].value) & (between_defs | {m, big}):
+    if names_read(s_inits[0].value) & (between_defs | {m, big}):
         return "the sum's initial value depends on the first pass"
     return _Online(a=a, b=b, update=upd, m=m, x=x, scalar=scalar, s=s_name, big_m=big_m, big_m_stmt=big_stmt,
                    s_init=s_inits[0], move_init=s_inits[0] in between)
@@ -673,7 +667,7 @@ def _welford(p: Parsed, k: JitKernel, plan: _Plan) -> _Welford | str:
     _, mask, other = _load_parts(load)
     if mask is None or not (isinstance(other, ast.Constant) and other.value == 0):
         return "the first pass's load is not masked with other=0"
-    inits = [s for s in fn.body[:ia] if acc in _stores_names(s)]
+    inits = [s for s in fn.body[:ia] if acc in names_stored(s)]
     if len(inits) != 1 or not isinstance(inits[0], ast.Assign) or not (
             isinstance(inits[0].value, ast.Call) and al.tl_attr(inits[0].value.func) == "zeros"):
         return f"the running sum {acc!r} is not a tl.zeros vector"
@@ -707,14 +701,14 @@ def _welford(p: Parsed, k: JitKernel, plan: _Plan) -> _Welford | str:
         return "the second pass masks other lanes than the first pass loads"
     if num.keys.get(id(d.args[1].left)) is None or num.keys.get(id(d.args[1].left)) != num.keys.get(id(x)):
         return "the second pass squares deviations of another value than the first pass sums"
-    sq_inits = [s for s in fn.body[:ib] if sq in _stores_names(s)]
+    sq_inits = [s for s in fn.body[:ib] if sq in names_stored(s)]
     if len(sq_inits) != 1 or not isinstance(sq_inits[0], ast.Assign) or not (
             isinstance(sq_inits[0].value, ast.Call) and al.tl_attr(sq_inits[0].value.func) == "zeros"):
         return f"the running sum {sq!r} is not a tl.zeros vector"
     for name in (acc, sq):
         if sum(1 for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name) != 2:
             return f"{name!r} is assigned outside its init and its update"
-    b_local = set().union(*(_stores_names(s) for s in b.body)) - {sq}
+    b_local = set().union(*(names_stored(s) for s in b.body)) - {sq}
     if _live_in(fn.body[ib + 1:]) & b_local:
         return "values of the second pass's last iteration are used after it"
     return _Welford(a=a, b=b, acc_update=acc_stmt, acc=acc, x=x, mask=mask, mean=mean, sq=sq)

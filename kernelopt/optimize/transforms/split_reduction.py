@@ -42,6 +42,8 @@ from kernelopt.optimize.transforms.triton_edit import (
     int_param,
     kernel_sites,
     launch_args,
+    names_read,
+    names_stored,
     parse_for_apply,
     program_ids,
     text,
@@ -53,14 +55,6 @@ from kernelopt.source import Edit, JitKernel, apply_edits, indent_of, stepped_bl
 NAME = "split_reduction"
 PARAM = "SPLIT"
 _STORE_KW_OK = {"mask"}
-
-
-def _assigned(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _reads(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _is_zero(node: ast.AST | None, al) -> bool:  # noqa: ANN001 - TritonAliases
@@ -96,7 +90,7 @@ class _Linear:
         self.al, self.accs, self.env = al, accs, env
 
     def depends(self, node: ast.AST) -> bool:
-        for name in _reads(node):
+        for name in names_read(node):
             if name in self.accs or (name in self.env and self.depends(self.env[name])):
                 return True
         return False
@@ -177,32 +171,32 @@ class SplitReduction:
             return f"the loop at line {loop.lineno} has options, an else clause or unpacks its variable"
         if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in ast.walk(fn)):
             return "has break, continue or return"
-        if loop.target.id in _assigned(ast.Module(body=loop.body, type_ignores=[])):
+        if loop.target.id in names_stored(ast.Module(body=loop.body, type_ignores=[])):
             return f"assigns its loop variable {loop.target.id!r} in the loop"
         stop = it.args[1]
-        if _reads(stop) & _assigned(fn):
+        if names_read(stop) & names_stored(fn):
             return f"the loop bound {text(p, stop)!r} is computed in the kernel"
         # what the loop carries: only sums into zero-initialised accumulators
         idx = fn.body.index(loop)
         before, after = fn.body[:idx], fn.body[idx + 1:]
-        assigned_in = _assigned(ast.Module(body=loop.body, type_ignores=[])) - {loop.target.id}
+        assigned_in = names_stored(ast.Module(body=loop.body, type_ignores=[])) - {loop.target.id}
         accs: set[str] = set()
         for name in sorted(assigned_in):
             writes = [s for s in ast.walk(ast.Module(body=loop.body, type_ignores=[]))
-                      if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and name in _assigned(s)]
+                      if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and name in names_stored(s)]
             terms = [_sum_update(s, name) for s in writes]
             carried = self._carried(loop.body, name)
             if not carried:
-                if name in set().union(*(_reads(s) for s in after)):
+                if name in set().union(*(names_read(s) for s in after)):
                     return f"{name!r} is assigned in the loop and read after it (the last iteration's value)"
                 continue
             if any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
                    and al.tl_attr(s.value.func) in ("maximum", "minimum") for s in writes):
                 return f"{name!r} is a max/min reduction, not a sum (partials would need atomic_max/min)"
-            if any(t is None or name in _reads(t) for t in terms) or any(
+            if any(t is None or name in names_read(t) for t in terms) or any(
                     s not in loop.body for s in writes):
                 return f"{name!r} is carried across iterations but is not a plain sum (acc += e)"
-            inits = [s for s in before if isinstance(s, ast.Assign) and name in _assigned(s)]
+            inits = [s for s in before if isinstance(s, ast.Assign) and name in names_stored(s)]
             if len(inits) != 1 or len(inits[0].targets) != 1 or not _is_zero(inits[0].value, al):
                 return f"the accumulator {name!r} does not start at zero"
             accs.add(name)
@@ -237,7 +231,7 @@ class SplitReduction:
         if not (isinstance(root, ast.Name) and root.id in k.params):
             return "the result pointer is not a kernel argument plus an offset"
         out = root.id
-        if any(al.tl_attr(c.func) == "load" and out in _reads(c) for c in ast.walk(fn) if isinstance(c, ast.Call)):
+        if any(al.tl_attr(c.func) == "load" and out in names_read(c) for c in ast.walk(fn) if isinstance(c, ast.Call)):
             return f"the kernel also reads its output {out!r}"
         plan = _Plan(loop, store, out)
         calls = p.launches.get(fn.name, [])
@@ -269,9 +263,9 @@ class SplitReduction:
         for s in body:
             if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and s.target.id == name:
                 return True
-            if name in _reads(s):
+            if name in names_read(s):
                 return True
-            if name in _assigned(s):
+            if name in names_stored(s):
                 return False
         return False
 
