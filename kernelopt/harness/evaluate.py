@@ -38,6 +38,7 @@ from kernelopt.harness.protocol import (
     parse_verifier_reply,
 )
 from kernelopt.models.harness import Candidate, Evaluation, Failure, Problem
+from kernelopt.registry import Registry
 
 WORKER_START_TIMEOUT_S = 900.0  # building multi-GB inputs and references, compiling baselines
 # The watchdog over one evaluation: a verifier that has not answered within this many seconds
@@ -294,17 +295,17 @@ EXECUTORS: dict[str, str] = {
     "local": "kernelopt.harness.evaluate:LocalExecutor",
     "ray": "kernelopt.harness.ray_executor:RayExecutor",
 }
+# Third-party executors register in the entry-point group `kernelopt.executors`.
+EXECUTOR_REGISTRY = Registry("executor", "kernelopt.executors", EXECUTORS)
 
 
 def get_executor(name: str | Executor, **options: Any) -> Executor:
     if not isinstance(name, str):
         return name
-    if name not in EXECUTORS:
-        raise BadInput(f"--executor {name!r}: unknown executor (known: {', '.join(EXECUTORS)})")
-    import importlib
-
-    module_name, attr = EXECUTORS[name].split(":")
-    return getattr(importlib.import_module(module_name), attr)(**options)
+    factory = EXECUTOR_REGISTRY.factory(name)
+    if factory is None:
+        raise BadInput(f"--executor {name!r}: unknown executor (known: {', '.join(EXECUTOR_REGISTRY.available())})")
+    return factory(**options)
 
 
 class Engine:
