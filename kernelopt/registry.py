@@ -17,6 +17,7 @@ REGISTRIES: dict[str, str] = {
     "LLM provider": "kernelopt.optimize.llm.providers:_REGISTRY",
     "transform": "kernelopt.optimize.transforms:REGISTRY",
     "executor": "kernelopt.harness.evaluate:EXECUTOR_REGISTRY",
+    "strategy pack": "kernelopt.strategies:REGISTRY",
 }
 
 

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from kernelopt.errors import BadInput
 from kernelopt.models.strategy import Override, PackCheck, Strategy, StrategyPack, StrategySet
+from kernelopt.registry import Registry
 
 ENV_PATH = "KERNELOPT_STRATEGY_PATH"
 ENTRY_POINT_GROUP = "kernelopt.strategies"
@@ -186,24 +187,19 @@ def env_pack_files() -> list[Path]:
     return [f for entry in value.split(os.pathsep) if entry.strip() for f in _pack_files(Path(entry), ENV_PATH)]
 
 
+# The built-in packs and those of installed distributions (group `kernelopt.strategies`).
+REGISTRY = Registry("strategy pack", ENTRY_POINT_GROUP, {"builtin": "kernelopt.strategies:builtin_pack_files"})
+
+
 def entry_point_pack_files() -> list[tuple[str, Path]]:
     """(entry point name, file) for every pack that installed distributions expose."""
-    from importlib.metadata import entry_points
-
     out: list[tuple[str, Path]] = []
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        source = f"entry point {ep.name!r} ({ep.value})"
-        try:
-            target: Any = ep.load()
-            if callable(target):
-                target = target()
-        except Exception as exc:  # third-party code: report whatever it raised as bad input
-            raise BadInput(f"{source}: failed to load: {type(exc).__name__}: {exc}") from None
+    for name, source, target in REGISTRY.load_all(builtin=False):
         targets = target if isinstance(target, (list, tuple)) else [target]
         for t in targets:
             if not isinstance(t, (str, os.PathLike)):
                 raise BadInput(f"{source}: returned {type(t).__name__}, expected a path to a YAML pack or directory")
-            out.extend((ep.name, f) for f in _pack_files(Path(t), source))
+            out.extend((name, f) for f in _pack_files(Path(t), source))
     return out
 
 
@@ -211,7 +207,7 @@ def load_strategies(*, builtin: bool = True, env: bool = True, entry_points: boo
     """Every pack in load order; a later strategy with the same id overrides (and is reported)."""
     sources: list[tuple[str, Path]] = []
     if builtin:
-        sources += [("builtin", p) for p in builtin_pack_files()]
+        sources += [("builtin", p) for _, _, files in REGISTRY.load_all(entry_points=False) for p in files]
     if env:
         sources += [("path", p) for p in env_pack_files()]
     if entry_points:

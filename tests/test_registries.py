@@ -78,3 +78,14 @@ def test_a_third_party_factory_is_found(monkeypatch: pytest.MonkeyPatch, kind: s
     third_party(monkeypatch, registry, name, target)
     assert registry.factory(name) is target
     assert name in registry.available()
+
+
+def test_a_third_party_strategy_pack_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kernelopt import strategies
+
+    monkeypatch.delenv(strategies.ENV_PATH, raising=False)
+    pack = strategies.builtin_pack_files()[0]
+    third_party(monkeypatch, strategies.REGISTRY, "thirdparty", lambda: [str(pack)])  # a callable naming files
+    loaded = strategies.load_strategies()
+    assert [(p.origin, p.path) for p in loaded.packs][-1] == ("entry-point:thirdparty", str(pack))
+    assert strategies.REGISTRY.load_all(entry_points=False)[0][:2] == ("builtin", "builtin")
