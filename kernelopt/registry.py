@@ -18,6 +18,7 @@ REGISTRIES: dict[str, str] = {
     "transform": "kernelopt.optimize.transforms:REGISTRY",
     "executor": "kernelopt.harness.evaluate:EXECUTOR_REGISTRY",
     "strategy pack": "kernelopt.strategies:REGISTRY",
+    "rule pack": "kernelopt.diagnose.packs:REGISTRY",
 }
 
 

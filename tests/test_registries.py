@@ -89,3 +89,17 @@ def test_a_third_party_strategy_pack_is_found(monkeypatch: pytest.MonkeyPatch, t
     loaded = strategies.load_strategies()
     assert [(p.origin, p.path) for p in loaded.packs][-1] == ("entry-point:thirdparty", str(pack))
     assert strategies.REGISTRY.load_all(entry_points=False)[0][:2] == ("builtin", "builtin")
+
+
+def test_a_third_party_rule_pack_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import shutil
+
+    from kernelopt.diagnose import packs
+
+    monkeypatch.delenv(packs.ENV_VAR, raising=False)
+    mine = tmp_path / "vendor.yaml"
+    shutil.copy(packs.available_packs()[packs.DEFAULT_PACK], mine)
+    third_party(monkeypatch, packs.REGISTRY, "vendor", str(mine))  # a path to one pack file
+    assert packs.available_packs()["vendor"] == mine
+    assert Path(packs.load_pack("vendor").path) == mine.resolve()
+    assert "kernelopt" in packs.available_packs()  # the shipped ones are still there

@@ -1,7 +1,8 @@
 """Rule packs: YAML files of diagnosis rules, validated at load.
 
 A pack lives in `knowledge/rules/<name>.yaml` (shipped), in a directory given with
-`--rules-dir`, or in one named by `KERNELOPT_RULES_PATH` (os.pathsep-separated).
+`--rules-dir`, in one named by `KERNELOPT_RULES_PATH` (os.pathsep-separated), or in an
+installed distribution (entry-point group `kernelopt.rule_packs`: `REGISTRY`).
 `--rules PACK` selects a pack by name or by path to a YAML file. Every condition is
 compiled with `kernelopt.conditions` when the pack loads, and every name it reads
 must be a metric catalog key or a derived value (a typo fails the load, with file
@@ -38,6 +39,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from kernelopt.conditions import Condition, ConditionError, compile_condition
 from kernelopt.errors import BadInput
 from kernelopt.models.common import CATEGORIES, Category, Model
+from kernelopt.registry import Registry
 
 ENV_VAR = "KERNELOPT_RULES_PATH"
 DEFAULT_PACK = "kernelopt"
@@ -210,13 +212,36 @@ def load_pack_file(path: str | Path) -> RulePack:
     return RulePack(name=spec.pack.name, path=doc.path, info=spec.pack, rules=rules)
 
 
-def search_dirs(extra_dirs: list[str | Path] | tuple[str | Path, ...] = ()) -> list[Path]:
-    """Where packs are looked for, first match wins: --rules-dir, $KERNELOPT_RULES_PATH, shipped."""
+def builtin_rules_dir() -> Path:
+    """The shipped packs' directory."""
     from kernelopt.resources import data_dir
 
+    return data_dir("knowledge") / "rules"
+
+
+# The shipped packs and those of installed distributions: an entry point of the group
+# `kernelopt.rule_packs` names a pack file or a directory of them (a path, a list of paths,
+# or a zero-argument callable returning one of those).
+REGISTRY = Registry("rule pack", "kernelopt.rule_packs", {"builtin": "kernelopt.diagnose.packs:builtin_rules_dir"})
+
+
+def _registered(*, builtin: bool, entry_points: bool) -> list[Path]:
+    out: list[Path] = []
+    for _, source, target in REGISTRY.load_all(builtin=builtin, entry_points=entry_points):
+        for t in target if isinstance(target, (list, tuple)) else [target]:
+            if not isinstance(t, (str, os.PathLike)):
+                raise BadInput(f"{source}: returned {type(t).__name__}, expected a path to a rule pack or directory")
+            out.append(Path(t))
+    return out
+
+
+def search_dirs(extra_dirs: list[str | Path] | tuple[str | Path, ...] = ()) -> list[Path]:
+    """Where packs are looked for, first match wins: --rules-dir, $KERNELOPT_RULES_PATH, the
+    packs of installed distributions (entry points), shipped. An entry may be a pack file."""
     dirs = [Path(d) for d in extra_dirs]
     dirs += [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    dirs.append(data_dir("knowledge") / "rules")
+    dirs += _registered(builtin=False, entry_points=True)
+    dirs += _registered(builtin=True, entry_points=False)
     return dirs
 
 
@@ -224,6 +249,8 @@ def available_packs(extra_dirs: list[str | Path] | tuple[str | Path, ...] = ()) 
     """Pack name (file stem) -> file, earlier directories shadowing later ones."""
     found: dict[str, Path] = {}
     for d in search_dirs(extra_dirs):
+        if d.is_file() and d.suffix in (".yaml", ".yml"):
+            found.setdefault(d.stem, d)
         if not d.is_dir():
             continue
         for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
