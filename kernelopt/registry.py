@@ -19,6 +19,7 @@ REGISTRIES: dict[str, str] = {
     "executor": "kernelopt.harness.evaluate:EXECUTOR_REGISTRY",
     "strategy pack": "kernelopt.strategies:REGISTRY",
     "rule pack": "kernelopt.diagnose.packs:REGISTRY",
+    "metrics importer": "kernelopt.profile.importers:REGISTRY",
 }
 
 

@@ -103,3 +103,25 @@ def test_a_third_party_rule_pack_is_found(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert packs.available_packs()["vendor"] == mine
     assert Path(packs.load_pack("vendor").path) == mine.resolve()
     assert "kernelopt" in packs.available_packs()  # the shipped ones are still there
+
+
+def test_a_third_party_metrics_importer_is_asked_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kernelopt.errors import BadInput
+    from kernelopt.models.metrics import Metrics
+    from kernelopt.profile import importers
+
+    vendor = tmp_path / "run.vendor"
+    vendor.write_text('{"vendor": 1}')  # JSON the built-in reader would refuse
+    seen: list[Path] = []
+
+    def read_vendor(path: Path) -> Metrics | None:
+        seen.append(path)
+        return importers.assemble([], source="json", provenance={"reader": "vendor"}) if path.suffix == ".vendor" else None
+
+    third_party(monkeypatch, importers.REGISTRY, "vendor", read_vendor)
+    assert isinstance(importers.import_file(vendor), Metrics) and seen == [vendor]
+    other = tmp_path / "x.txt"
+    other.write_text("nothing")
+    with pytest.raises(BadInput, match="not a recognised metrics file"):  # declined by it, then the built-ins
+        importers.import_file(other)
+    assert seen[-1] == other

@@ -18,6 +18,7 @@ from typing import Any
 from kernelopt.errors import BadInput
 from kernelopt.models.metrics import KernelMetrics, Metrics, RuleResult
 from kernelopt.profile.catalog import RawValue, load_catalog, parse_value
+from kernelopt.registry import Registry
 
 # Device/host description metrics: one copy per kernel is noise in the output.
 _DROP_PREFIXES = ("device__attribute_", "nvlink__", "numa__", "profiler__", "c2clink__")
@@ -42,26 +43,64 @@ class RawKernel:
 
 
 def import_file(path: str | Path) -> Metrics:
-    """Read an ncu raw CSV, an `.ncu-rep`, a JSON dump or kernelopt's own metrics.json, chosen by content."""
+    """Read an ncu raw CSV, an `.ncu-rep`, a JSON dump or kernelopt's own metrics.json, chosen by content.
+
+    Each importer of `REGISTRY` says whether the file is its format (None: not mine). Those of
+    installed distributions (group `kernelopt.metric_importers`: a function `(path) -> Metrics |
+    None`) are asked first, so a plug-in can read a format the built-ins would refuse."""
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
-    if path.suffix == ".ncu-rep":
-        return _assembled(read_ncu_rep(path), path, source="ncu-rep")
+    names = [n for n in REGISTRY.available() if n not in REGISTRY.builtin] + list(REGISTRY.builtin)
+    for name in names:
+        try:
+            reader = REGISTRY.factory(name)
+        except Exception as exc:  # noqa: BLE001 - third-party code: whatever it raised is bad input
+            raise BadInput(f"metrics importer {name!r}: failed to load: {type(exc).__name__}: {exc}") from None
+        metrics = reader(path) if reader is not None else None
+        if metrics is not None:
+            return metrics
+    raise BadInput(f"{path}: not a recognised metrics file (ncu --csv --page raw, .ncu-rep, or JSON dump)")
+
+
+def _text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read as text ({exc}); expected ncu CSV, JSON or .ncu-rep") from None
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        doc = _load_json(text, path)  # parsed once, whichever of the two JSON forms it is
-        saved = read_metrics_json(doc, path)
-        if saved is not None:
-            return saved
-        return _assembled(read_json_dump(doc, path), path, source="json", numeric=True)
-    if '"ID"' in text[:10000] or stripped.startswith("ID,"):
+
+
+def import_ncu_rep(path: Path) -> Metrics | None:
+    """An Nsight Compute report (`.ncu-rep`), read through ncu's own Python module."""
+    return _assembled(read_ncu_rep(path), path, source="ncu-rep") if path.suffix == ".ncu-rep" else None
+
+
+def import_json(path: Path) -> Metrics | None:
+    """kernelopt's own metrics.json, else a JSON dump of ncu metrics."""
+    text = _text(path)
+    if not text.lstrip().startswith("{"):
+        return None
+    doc = _load_json(text, path)  # parsed once, whichever of the two JSON forms it is
+    saved = read_metrics_json(doc, path)
+    if saved is not None:
+        return saved
+    return _assembled(read_json_dump(doc, path), path, source="json", numeric=True)
+
+
+def import_ncu_csv(path: Path) -> Metrics | None:
+    """`ncu --csv --page raw` output."""
+    text = _text(path)
+    if '"ID"' in text[:10000] or text.lstrip().startswith("ID,"):
         return _assembled(read_ncu_csv(text, path), path, source="ncu-csv", numeric=True)
-    raise BadInput(f"{path}: not a recognised metrics file (ncu --csv --page raw, .ncu-rep, or JSON dump)")
+    return None
+
+
+# Built-in importers, asked in this order after any of installed distributions.
+REGISTRY = Registry("metrics importer", "kernelopt.metric_importers", {
+    "ncu-rep": "kernelopt.profile.importers:import_ncu_rep",
+    "json": "kernelopt.profile.importers:import_json",
+    "ncu-csv": "kernelopt.profile.importers:import_ncu_csv",
+})
 
 
 def _assembled(raw: list[RawKernel], path: Path, *, source: str, numeric: bool = False) -> Metrics:
