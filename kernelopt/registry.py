@@ -20,6 +20,7 @@ REGISTRIES: dict[str, str] = {
     "strategy pack": "kernelopt.strategies:REGISTRY",
     "rule pack": "kernelopt.diagnose.packs:REGISTRY",
     "metrics importer": "kernelopt.profile.importers:REGISTRY",
+    "experience importer": "kernelopt.experience.importers:REGISTRY",
 }
 
 

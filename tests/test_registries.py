@@ -125,3 +125,22 @@ def test_a_third_party_metrics_importer_is_asked_first(monkeypatch: pytest.Monke
     with pytest.raises(BadInput, match="not a recognised metrics file"):  # declined by it, then the built-ins
         importers.import_file(other)
     assert seen[-1] == other
+
+
+def test_a_third_party_experience_importer_is_asked_first(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kernelopt.experience import importers
+
+    log = tmp_path / "tuning.csv"
+    log.write_text("kernel,speedup\nsoftmax,1.5\n")  # a format no built-in reads
+
+    def read_csv(path: Path, text: str) -> list[Any] | None:
+        if path.suffix != ".csv":
+            return None
+        rows = [line.split(",") for line in text.splitlines()[1:]]
+        return [importers.record_from_dict({"kernel": k, "speedup": float(v)}, str(path)) for k, v in rows]
+
+    third_party(monkeypatch, importers.REGISTRY, "csv", read_csv)
+    assert [(r.kernel, r.speedup) for r in importers.read_records(log)] == [("softmax", 1.5)]
+    jsonl = tmp_path / "records.jsonl"
+    jsonl.write_text('{"kernel": "gelu", "speedup": 2.0}\n')  # declined by it: the built-ins read it
+    assert [r.kernel for r in importers.read_records(jsonl)] == ["gelu"]

@@ -23,6 +23,7 @@ from kernelopt.experience.labels import (
     parse_optimization,
 )
 from kernelopt.models.experience import ExperienceRecord
+from kernelopt.registry import Registry
 
 # Other tools' field names -> ours.
 _ALIASES = {
@@ -209,9 +210,28 @@ def _float(v: Any) -> float | None:
 
 
 def read_records(path: str | Path) -> list[ExperienceRecord]:
-    """Records from a kernelopt JSONL file or a JSON array (kernel-opt-skill's log, or ours)."""
+    """Records from a kernelopt JSONL file or a JSON array (kernel-opt-skill's log, or ours).
+
+    Each importer of `REGISTRY` says whether the file is its format (None: not mine). Those of
+    installed distributions (group `kernelopt.experience_importers`: a function `(path, text) ->
+    list[ExperienceRecord] | None`, which should build records with `record_from_dict`) are
+    asked first; JSON lines, the last built-in, takes whatever is left."""
     path = Path(path)
     text = read_text(path)
+    names = [n for n in REGISTRY.available() if n not in REGISTRY.builtin] + list(REGISTRY.builtin)
+    for name in names:
+        try:
+            reader = REGISTRY.factory(name)
+        except Exception as exc:  # noqa: BLE001 - third-party code: whatever it raised is bad input
+            raise BadInput(f"experience importer {name!r}: failed to load: {type(exc).__name__}: {exc}") from None
+        records = reader(path, text) if reader is not None else None
+        if records is not None:
+            return list(records)
+    return []
+
+
+def import_json(path: Path, text: str) -> list[ExperienceRecord] | None:
+    """A JSON array of records (kernel-opt-skill's log, or ours), or one record as an object."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         items = _json(text, str(path))
@@ -223,11 +243,16 @@ def read_records(path: str | Path) -> list[ExperienceRecord]:
         try:
             whole = json.loads(text)
         except json.JSONDecodeError:
-            whole = None  # not one object: JSON lines, read below
+            whole = None  # not one object: JSON lines, read by the next importer
         except RecursionError:
             raise BadInput(f"{path}: refused: JSON nested too deeply") from None
         if isinstance(whole, dict):
             return [record_from_dict(whole, str(path), content_id=True, origin=path.name)]
+    return None
+
+
+def import_jsonl(path: Path, text: str) -> list[ExperienceRecord] | None:
+    """kernelopt's JSON lines (`experience export`): one record per line; # comments skipped."""
     out = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -240,3 +265,10 @@ def read_records(path: str | Path) -> list[ExperienceRecord]:
             raise BadInput(f"{path}:{lineno}: refused: JSON nested too deeply") from None
         out.append(record_from_dict(item, f"{path}:{lineno}", content_id=True, origin=path.name))
     return out
+
+
+# Built-in importers, asked in this order after any of installed distributions.
+REGISTRY = Registry("experience importer", "kernelopt.experience_importers", {
+    "json": "kernelopt.experience.importers:import_json",
+    "jsonl": "kernelopt.experience.importers:import_jsonl",
+})
