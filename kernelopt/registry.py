@@ -2,7 +2,7 @@
 
 Every pluggable kind keeps a `Registry` (listed in `REGISTRIES`): built-ins are imported only
 when chosen (so `kernelopt --help` stays fast), third-party ones come from an entry-point group.
-Factories (optimizers, LLM providers, transforms, executors, importers) are looked up by name
+Factories (optimizers, LLM providers, transforms, executors, profilers, importers) are looked up by name
 (`factory`); data (strategy packs, rule packs) is loaded all at once (`load_all`).
 """
 
@@ -21,6 +21,7 @@ REGISTRIES: dict[str, str] = {
     "rule pack": "kernelopt.diagnose.packs:REGISTRY",
     "metrics importer": "kernelopt.profile.importers:REGISTRY",
     "experience importer": "kernelopt.experience.importers:REGISTRY",
+    "profiler": "kernelopt.profile:REGISTRY",
 }
 
 

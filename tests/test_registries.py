@@ -71,13 +71,26 @@ def test_a_third_party_executor_is_found(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize("kind, name", [("optimizer", "thirdparty"), ("LLM provider", "thirdparty"),
-                                        ("transform", "thirdparty")])
+                                        ("transform", "thirdparty"), ("profiler", "thirdparty")])
 def test_a_third_party_factory_is_found(monkeypatch: pytest.MonkeyPatch, kind: str, name: str) -> None:
     registry = registries()[kind]
     target = object()
     third_party(monkeypatch, registry, name, target)
     assert registry.factory(name) is target
     assert name in registry.available()
+
+
+def test_a_third_party_profiler_is_built_by_get_profiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelopt import profile
+
+    class Mine:
+        def __init__(self, **options: Any) -> None:
+            self.options = options
+
+    third_party(monkeypatch, profile.REGISTRY, "mine", Mine)
+    assert profile.get_profiler("mine", rate=2).options == {"rate": 2}
+    with pytest.raises(KeyError, match="known: mine, ncu, static"):
+        profile.get_profiler("nope")
 
 
 def test_a_third_party_strategy_pack_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

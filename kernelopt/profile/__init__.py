@@ -8,9 +8,10 @@ already has (ncu raw CSV, .ncu-rep, JSON dumps). Heavy modules load lazily.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from kernelopt.registry import Registry
 
 if TYPE_CHECKING:
     from kernelopt.models import Candidate, Metrics, Problem
@@ -43,11 +44,15 @@ PROFILERS: dict[str, str] = {
 }
 
 
+# Third-party profilers register in the entry-point group `kernelopt.profilers`.
+REGISTRY = Registry("profiler", "kernelopt.profilers", PROFILERS)
+
+
 def get_profiler(name: str = "ncu", **options: Any) -> Profiler:
-    if name not in PROFILERS:
-        raise KeyError(f"unknown profiler {name!r}; known: {', '.join(sorted(PROFILERS))}")
-    module, attr = PROFILERS[name].split(":")
-    return getattr(importlib.import_module(module), attr)(**options)
+    factory = REGISTRY.factory(name)
+    if factory is None:
+        raise KeyError(f"unknown profiler {name!r}; known: {', '.join(sorted(REGISTRY.available()))}")
+    return factory(**options)
 
 
 def import_metrics(path: str | Path) -> "Metrics":
