@@ -60,6 +60,7 @@ class FakeEngine:
     """The Engine's surface the loop uses, with times from `cost`; raises Killed after `kill_after` results."""
 
     recorded = 0
+    count = 10  # timed calls each TimingStats says it took
 
     def __init__(self, problem: Any, **_: Any) -> None:
         self.problem = problem
@@ -77,14 +78,13 @@ class FakeEngine:
                  **_: Any) -> list[Evaluation]:
         # Imported here: conftest sets the environment up before anything imports kernelopt or triton.
         from kernelopt.models.harness import Evaluation, TimingStats
-        from kernelopt.optimize.knobs import knob_values
 
         out = []
         for i, cand in enumerate(candidates):
             if self.kill_after is not None and FakeEngine.recorded >= self.kill_after:
                 raise Killed()
-            ms = cost(knob_values(Path(cand.path).read_text()))
-            timing = TimingStats(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, cv=0.0, count=10,
+            ms = self.ms_of(cand)
+            timing = TimingStats(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, cv=0.0, count=self.count,
                                  warmup_count=1, l2_flush_bytes=0)
             ev = Evaluation(problem=self.problem, candidate=cand, timing=timing)
             out.append(ev)
@@ -92,3 +92,8 @@ class FakeEngine:
             if on_result is not None:
                 on_result(i, ev)
         return out
+
+    def ms_of(self, cand: Candidate) -> float:
+        from kernelopt.optimize.knobs import knob_values
+
+        return cost(knob_values(Path(cand.path).read_text()))

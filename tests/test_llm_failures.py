@@ -14,13 +14,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import FakeEngine
 
 from kernelopt.cli import main
-from kernelopt.models.harness import Candidate, Evaluation, TimingStats
+from kernelopt.models.harness import Candidate
 
 ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = ROOT / "examples" / "softmax"
@@ -28,31 +29,13 @@ SUITE = ROOT / "benchmarks" / "suite"
 SMALL = ["--set", "ROWS=4", "--set", "COLS=32"]
 
 
-class ConstantEngine:
+class ConstantEngine(FakeEngine):
     """The Engine's surface the loop uses: every candidate correct at 1 ms."""
 
-    def __init__(self, problem: Any, **_: Any) -> None:
-        self.problem = problem
-        self.devices = ["cpu"]
-        self.ready: list[Any] = []
+    count = 3
 
-    def __enter__(self) -> "ConstantEngine":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def evaluate(self, candidates: Sequence[Candidate], *, on_result: Callable[[int, Evaluation], None] | None = None,
-                 **_: Any) -> list[Evaluation]:
-        out = []
-        for i, cand in enumerate(candidates):
-            t = TimingStats(median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, iqr_ms=0.0, cv=0.0, count=3,
-                            warmup_count=1, l2_flush_bytes=0)
-            ev = Evaluation(problem=self.problem, candidate=cand, timing=t)
-            out.append(ev)
-            if on_result is not None:
-                on_result(i, ev)
-        return out
+    def ms_of(self, cand: Candidate) -> float:
+        return 1.0
 
 
 @pytest.fixture(autouse=True)
