@@ -121,6 +121,7 @@ class Tunable:
     """A third-party optimizer with options of its own (no CLI flag of kernelopt names them)."""
 
     name = "tunable"
+    resume_changeable = frozenset({"label"})  # a resumed run may change it; the others are the run's
     built: list[dict[str, Any]] = []
 
     def __init__(self, *, step: int = 1, ratio: float = 1.0, greedy: bool = False, kinds: list[str] | None = None,
@@ -181,11 +182,13 @@ def test_opt_reaches_a_third_party_optimizer_is_recorded_and_kept_on_resume(
     typed = {"step": 4, "ratio": 0.5, "greedy": True, "kinds": ["launch"], "label": "fast"}
     assert Tunable.built == [typed]
     assert json.loads((run / "run.json").read_text())["optimizer_options"] == typed
-    # A resumed run builds its optimizer from run.json: the same options, without giving them again.
+    # A resumed run builds its optimizer from run.json: the same options, without giving them again;
+    # one the optimizer declares `resume_changeable` may be given with another value.
     kill["after"] = None
-    res = CliRunner().invoke(main, ["optimize", "--resume", str(run)])
+    res = CliRunner().invoke(main, ["optimize", "--resume", str(run), "--opt", "label=slow"])
     assert res.exit_code == 0, res.output
-    assert Tunable.built == [typed, typed]
+    assert Tunable.built == [typed, {**typed, "label": "slow"}]
+    assert json.loads((run / "run.json").read_text())["optimizer_options"]["label"] == "slow"
     # Given again with another value: refused, like any option a resumed run started with.
     res = CliRunner().invoke(main, ["optimize", "--resume", str(run), "--opt", "step=5"])
     assert res.exit_code == 2 and "--opt step" in res.output
@@ -202,3 +205,15 @@ def test_opt_the_optimizer_does_not_take_is_refused_in_one_line(tmp_path: Path) 
     assert res.stderr.strip().splitlines() == ["kernelopt: --optimizer knobs: does not use --opt no_such; "
                                                "leave it out"]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_llm_declares_which_options_a_resume_may_change() -> None:
+    from kernelopt.errors import BadInput
+    from kernelopt.models.optimize import RunConfig
+
+    config = RunConfig(problem="p.py", kernel="k.py", optimizer="llm", created_at="2026-01-01T00:00:00Z",
+                       optimizer_options={"provider": "command", "llm_command": "x", "timeout_s": 120.0})
+    new, changes = loop_mod.reconcile(config, {"optimizer_options": {"timeout_s": 5.0, "retries": 0}})
+    assert new.optimizer_options["timeout_s"] == 5.0 and changes["optimizer_options.retries"] == [None, 0]
+    with pytest.raises(BadInput, match="cannot change --llm-command"):
+        loop_mod.reconcile(config, {"optimizer_options": {"llm_command": "y"}})

@@ -51,6 +51,9 @@ class Optimizer(Protocol):
       a real OS sandbox where there is one, for model-written code).
     - `usage_log_name: str` (on the class): a log file of its own in the run directory, passed
       as the `usage_log` option.
+    - `resume_changeable: frozenset[str]` (on the class): options a resumed run may change
+      (the LLM's `timeout_s` and `retries`: a hung --llm-command wants a shorter timeout);
+      any other option given again with another value is refused.
     - Resuming: an optimizer keeps no state the loop does not rebuild. What it must remember
       across processes it puts in `Proposal.extra`, and reads back from `context.history`
       (`Attempt.extra`), e.g. the LLM's prompt hashes.
@@ -81,7 +84,7 @@ class Reflects(Protocol):
 # Optional attribute -> its value for an optimizer without it (see `Optimizer`).
 CAPABILITY_DEFAULTS: dict[str, Any] = {
     "repair": None, "reflect": None, "rejections": None, "interactive": False, "isolation": "worker",
-    "usage_log_name": None,
+    "usage_log_name": None, "resume_changeable": frozenset(),
 }
 
 

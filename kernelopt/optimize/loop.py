@@ -845,8 +845,6 @@ def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, devic
 
 # RunConfig fields a resumed run may change: more rounds or a larger budget extend the search.
 RESUME_CHANGEABLE = ("rounds", "budget_evals", "budget_minutes")
-# LLM options a resumed run may change (a hung --llm-command wants a shorter timeout).
-RESUME_CHANGEABLE_OPTIONS = ("timeout_s", "retries")
 # Options older run.json files carry that no optimizer takes (the loop once injected them).
 LEGACY_OPTIONS = ("prompt_shas",)
 # RunConfig field -> the flag that sets it, for one-line refusals.
@@ -1002,11 +1000,15 @@ def reconcile(config: RunConfig, given: dict[str, Any]) -> tuple[RunConfig, dict
         if key not in RunConfig.model_fields:
             raise BadInput(f"resume: unknown option {key!r}")
         if key == "optimizer_options":
+            from kernelopt.optimize.base import capability, optimizer_factory
+
+            # The optimizer's options a resumed run may change (`Optimizer.resume_changeable`).
+            changeable = capability(optimizer_factory(config.optimizer), "resume_changeable")
             options = dict(config.optimizer_options)
             for name, v in (value or {}).items():
                 if options.get(name) == v:
                     continue
-                if name in RESUME_CHANGEABLE_OPTIONS:
+                if name in changeable:
                     changes[f"optimizer_options.{name}"] = [options.get(name), v]
                     options[name] = v
                 else:

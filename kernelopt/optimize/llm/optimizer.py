@@ -76,6 +76,8 @@ class LLMOptimizer:
     isolation = "auto"
     # The loop passes `usage_log` as this file in the run directory.
     usage_log_name = "llm_usage.jsonl"
+    # Options a resumed run may change (a hung --llm-command wants a shorter timeout).
+    resume_changeable = frozenset({"timeout_s", "retries"})
 
     def __init__(
         self,
