@@ -174,13 +174,13 @@ class GroupedProgramOrder:
         if plan.kind == "2d":
             lines += [f"{v['num_m']} = {tl}.num_programs(0)",
                       f"{v['num_n']} = {tl}.num_programs(1)",
-                      f"# the launch order of the 2-D grid: axis 0 fastest",
+                      "# the launch order of the 2-D grid: axis 0 fastest",
                       f"{v['pid']} = {tl}.program_id(0) + {tl}.program_id(1) * {v['num_m']}"]
         else:
             lines += [f"{v['pid']} = {plan.pid}",
                       f"{v['num_n']} = {plan.count}",
                       f"{v['num_m']} = {tl}.num_programs(0) // {v['num_n']}"]
-        lines += [f"# grouped order: GROUP_M rows of tiles per band, down the band first",
+        lines += ["# grouped order: GROUP_M rows of tiles per band, down the band first",
                   f"{v['in_group']} = GROUP_M * {v['num_n']}",
                   f"{v['first_m']} = ({v['pid']} // {v['in_group']}) * GROUP_M"]
         if plan.kind == "2d":

@@ -44,6 +44,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     line_span,
     parse_for_apply,
     program_ids,
+    refuse_unknown,
     reindent_edits,
     text,
     tl_calls,
@@ -185,9 +186,7 @@ class RowsPerProgram:
         return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
-        unknown = set(params) - {PARAM}
-        if unknown:
-            raise TransformError(f"{NAME}: unknown parameter {sorted(unknown)[0]!r} (known: {PARAM})")
+        refuse_unknown(NAME, params, {PARAM})
         rows_per = int_param(NAME, params, PARAM, 4)
         p, k = parse_for_apply(source, site)
         triton, header = triton_module(p)

@@ -463,11 +463,11 @@ def _live_in(stmts: list[ast.stmt]) -> set[str]:
     return live
 
 
-def _online(p: Parsed, k: JitKernel, plan: _Plan) -> _Online | str:
-    """The first max pass followed by an exp-sum pass over the same values, or why not."""
+def _first_two_passes(p: Parsed, k: JitKernel, plan: _Plan,
+                      fused: str) -> tuple[ast.For, ast.For, int, int, list[ast.stmt]] | str:
+    """The plan's first two passes (and their body indices and the statements between them) when
+    nothing but straight-line code lies between them and neither stores; else why not."""
     al, fn = p.al, k.fn
-    num = plan.numbering
-    assert num is not None
     a, b = plan.loops[0], plan.loops[1]
     ia, ib = fn.body.index(a), fn.body.index(b)
     between = fn.body[ia + 1:ib]
@@ -477,7 +477,19 @@ def _online(p: Parsed, k: JitKernel, plan: _Plan) -> _Online | str:
         if any(isinstance(n, ast.Call) and ((al.tl_attr(n.func) or "") == "store"
                                             or (al.tl_attr(n.func) or "").startswith("atomic_"))
                for n in ast.walk(lp)):
-            return f"the pass at line {lp.lineno} stores: only a max pass and a sum pass are fused"
+            return f"the pass at line {lp.lineno} stores: only {fused} are fused"
+    return a, b, ia, ib, between
+
+
+def _online(p: Parsed, k: JitKernel, plan: _Plan) -> _Online | str:
+    """The first max pass followed by an exp-sum pass over the same values, or why not."""
+    al, fn = p.al, k.fn
+    num = plan.numbering
+    assert num is not None
+    passes = _first_two_passes(p, k, plan, "a max pass and a sum pass")
+    if isinstance(passes, str):
+        return passes
+    a, b, ia, ib, between = passes
     updates = [s for s in a.body if isinstance(s, ast.Assign) and len(s.targets) == 1
                and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)
                and al.tl_attr(s.value.func) == "maximum" and len(s.value.args) == 2]
@@ -637,16 +649,10 @@ def _welford(p: Parsed, k: JitKernel, plan: _Plan) -> _Welford | str:
     al, fn = p.al, k.fn
     num = plan.numbering
     assert num is not None
-    a, b = plan.loops[0], plan.loops[1]
-    ia, ib = fn.body.index(a), fn.body.index(b)
-    between = fn.body[ia + 1:ib]
-    if any(isinstance(s, (ast.For, ast.While, ast.If)) for s in between):
-        return "control flow between the first two passes"
-    for lp in (a, b):
-        if any(isinstance(n, ast.Call) and ((al.tl_attr(n.func) or "") == "store"
-                                            or (al.tl_attr(n.func) or "").startswith("atomic_"))
-               for n in ast.walk(lp)):
-            return f"the pass at line {lp.lineno} stores: only a mean pass and a variance pass are fused"
+    passes = _first_two_passes(p, k, plan, "a mean pass and a variance pass")
+    if isinstance(passes, str):
+        return passes
+    a, b, ia, ib, between = passes
     sums_a = [(s, t) for s in a.body if (t := _sum_term(s)) is not None]
     if len(sums_a) != 1:
         return "the first pass is not one running sum"

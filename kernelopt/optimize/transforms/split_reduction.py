@@ -46,6 +46,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     names_stored,
     parse_for_apply,
     program_ids,
+    refuse_unknown,
     text,
     tl_calls,
     used_names,
@@ -280,9 +281,7 @@ class SplitReduction:
         return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
-        unknown = set(params) - {PARAM}
-        if unknown:
-            raise TransformError(f"{NAME}: unknown parameter {sorted(unknown)[0]!r} (known: {PARAM})")
+        refuse_unknown(NAME, params, {PARAM})
         split = int_param(NAME, params, PARAM, 4)
         p, k = parse_for_apply(source, site)
         plan = self._plan(p, k)

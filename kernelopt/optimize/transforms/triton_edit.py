@@ -104,6 +104,14 @@ def int_param(transform: str, params: dict[str, ParamValue], name: str, default:
     return value
 
 
+def refuse_unknown(transform: str, params: dict[str, ParamValue], known: set[str]) -> None:
+    """TransformError for a parameter `apply` does not take (a library caller's `apply` does not
+    go through `base.resolve_params`)."""
+    unknown = set(params) - known
+    if unknown:
+        raise TransformError(f"{transform}: unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(sorted(known))})")
+
+
 def decline(transform: str, kernel: str | None, reason: str, line: int | None = None) -> SiteReport:
     return SiteReport(transform=transform, site=None, applies=False, reason=reason, kernel=kernel, line=line)
 
