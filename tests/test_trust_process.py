@@ -65,7 +65,13 @@ def test_a_stopped_verifier_is_killed_and_its_candidate_times_out(monkeypatch):
     assert elapsed < 8.0 + 90.0, elapsed
 
 
+def _arenas() -> set[str]:
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.glob("kernelopt-arena-*")} if shm.is_dir() else set()
+
+
 def test_a_candidate_that_kills_its_ancestors_leaves_no_daemon(tmp_path):
+    arenas_before = _arenas()
     pidfile = tmp_path / "daemon.pid"
     env = {**os.environ, "KERNELOPT_TEST_PIDFILE": str(pidfile)}
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(PROBLEM), str(ATT / "kill_ancestors.py")], env=env,
@@ -78,6 +84,10 @@ def test_a_candidate_that_kills_its_ancestors_leaves_no_daemon(tmp_path):
         while _alive(daemon) and time.monotonic() < end:
             time.sleep(0.2)
         assert not _alive(daemon), "the candidate's daemon outlived the engine and the verifier it killed"
+        # ... nor the arena of the verifier it killed (the runner, last to go, removes its owner's dir)
+        while _arenas() - arenas_before and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not _arenas() - arenas_before, "the killed verifier's arena was left in /dev/shm"
     finally:
         proc.kill()
         if pidfile.exists() and _alive(int(pidfile.read_text())):

@@ -190,8 +190,15 @@ def _owner_gone() -> bool | None:
 
 def _remove_own_dir() -> None:
     own = os.environ.get(DIR_VAR, "")
-    if Path(own).name.startswith(TMP_PREFIX):
-        remove_tmpdir(own)
+    if not Path(own).name.startswith(TMP_PREFIX):
+        return
+    remove_tmpdir(own)
+    # make_tmpdir nests a child's dir in its owner's. An owner that is gone (not merely stopped)
+    # removes nothing any more, and when a candidate SIGKILLs its verifier and the engine together
+    # no one else is left to: the owner's dir, and the arena attached to it, go with ours.
+    parent = Path(own).parent
+    if parent.name.startswith(TMP_PREFIX) and _owner_gone():
+        remove_tmpdir(parent)
 
 
 # An owner stopped (SIGSTOP, Ctrl-Z) this long counts as gone: a candidate that stops the engine
