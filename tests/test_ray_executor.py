@@ -172,9 +172,11 @@ import ray
 
 fix = Path(sys.argv[1])
 problem = load_problem(fix / "problem_axpy.py", {"N": "64"})
-engine = Engine(problem, executor=RayExecutor(num_workers=1), devices=["cpu"], timeout_s=120.0)
+executor = RayExecutor(num_workers=1)
+engine = Engine(problem, executor=executor, devices=["cpu"], timeout_s=120.0)
 engine.start()
 print("SESSION", ray.get_runtime_context().get_session_name(), flush=True)
+print("ARENAS", *[w.where["arena_dir"] for w in executor.workers], flush=True)
 engine.evaluate([load_candidate(fix / "cheat_hang.py")])
 """
 
@@ -195,6 +197,10 @@ def test_a_signal_mid_candidate_leaves_no_ray_process(tmp_path, signum):
         line = driver.stdout.readline()
         assert line.startswith("SESSION "), line
         session = line.split()[1]
+        line = driver.stdout.readline()
+        assert line.startswith("ARENAS "), line
+        arenas = [Path(a) for a in line.split()[1:]]
+        assert arenas and all(a.name.startswith("kernelopt-arena-") and a.is_dir() for a in arenas)
         # Wait until the actor's runner is inside the hanging candidate.
         deadline = time.monotonic() + 30.0
         started: set[int] = set()
@@ -221,3 +227,5 @@ def test_a_signal_mid_candidate_leaves_no_ray_process(tmp_path, signum):
     left = {p: _table().get(p, (0, "?"))[1][:120] for p in started if _alive(p)}
     assert not left, f"still running after the signal: {left}"
     assert not any(session in cmd for p, (_, cmd) in _table().items() if _alive(p))
+    # Ray kills its actors with SIGKILL, so no exit hook of theirs frees the arena: the driver must.
+    assert not [a for a in arenas if a.exists()], "the actor's arena was left in /dev/shm"

@@ -199,6 +199,14 @@ class RayWorker:
             except Exception:  # noqa: BLE001 - already gone
                 pass
             self.actor = None
+        self.clean_host()
+
+    def clean_host(self) -> None:
+        """On this host, what the gone actor left behind: its runner's tree and its arena.
+
+        Ray kills an actor with SIGKILL, so none of its exit hooks runs, and the arena is
+        only in the actor's own at-exit list (the actor is not a process kernelopt spawned).
+        """
         if self.where and self.where.get("node_id") == self.executor.node_id:
             _kill_spawned_by(str(self.where.get("prefix") or ""))
             arena_dir = self.where.get("arena_dir")
@@ -385,6 +393,9 @@ class RayExecutor:
         if self.connected:
             self.connected = False
             self.ray.shutdown()
+            # Ending the session killed the actors still listed (on a signal, close() never ran).
+            for w in self.workers:
+                w.clean_host()
 
     def close(self) -> None:
         """Kill every actor, then shut down the Ray session this executor opened."""
