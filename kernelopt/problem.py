@@ -172,6 +172,35 @@ def small_shape(path: str | Path) -> dict[str, str] | None:
     return None
 
 
+def read_families(suite_dir: Path) -> dict[str, str]:
+    """problem -> family from a suite README's table (`| name | family | ...`), if it has one."""
+    readme = Path(suite_dir) / "README.md"
+    if not readme.is_file():
+        return {}
+    out: dict[str, str] = {}
+    for line in readme.read_text(encoding="utf-8", errors="replace").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.lstrip().startswith("|") and len(cells) >= 2 and cells[0] and cells[0] != "problem" \
+                and not set(cells[0]) <= set("-: "):
+            out.setdefault(cells[0], cells[1])
+    return out
+
+
+def declared_family(path: str | Path) -> str | None:
+    """The problem family the problem declares: its module-level `FAMILY = "..."` string, else the
+    row for its folder in the README table of the folder above (how a suite such as
+    benchmarks/suite lists its problems' families); None when neither says. Read statically."""
+    p = Path(path)
+    for node in _parse(p, read_text(p, "problem")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FAMILY" for t in node.targets):
+            value = node.value.value if isinstance(node.value, ast.Constant) else None
+            if not isinstance(value, str) or not value.strip():
+                raise BadInput(f"{p}:{node.lineno}: FAMILY must be a non-empty string literal")
+            return value.strip()
+    folder = p.resolve().parent
+    return read_families(folder.parent).get(folder.name) or None
+
+
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id

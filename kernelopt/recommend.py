@@ -13,7 +13,7 @@ Relevance of a past record to the situation, in [0, 1]:
 
 `similar` is the best of: the cosine similarity of the two kernel descriptions' embeddings
 (BM25 relevance when no model loads), FAMILY_SIMILARITY when both name the same problem
-family, and the Jaccard overlap of the kernels' structural features (`kernelopt.source`).
+family (never 'unknown'), and the Jaccard overlap of the kernels' structural features (`kernelopt.source`).
 Each structured term is 1 on a match, 0 on a mismatch and 0.5 when either side does not
 say. So a record of another problem counts when it is similar, and one measured on another
 device, dtype or shape class counts less; the reasons say which.
@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import defaultdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelopt.experience.labels import chip_family, device_model
@@ -72,6 +73,30 @@ LEGACY_KNOBS = "knobs.search"
 RULE_BOOST = 1.5  # the diagnosis rule named this strategy
 SUBCAUSE_MATCH = 1.3  # the strategy lists the diagnosed subcause
 WHEN_UNKNOWN = 0.8  # its precondition could not be checked (metrics missing)
+
+
+# A run's problem family (`problem_family`): declared by the problem, else the first of these
+# structural features (`kernelopt.source.FEATURES`) its starting kernel has, else UNKNOWN_FAMILY,
+# which matches nothing (two kernels of unknown family are not thereby similar).
+FEATURE_FAMILIES = (("dot", "matmul"), ("reduction", "reduction"), ("elementwise", "elementwise"))
+UNKNOWN_FAMILY = "unknown"
+
+
+def problem_family(problem_path: str | Path, kernel_path: str | Path) -> str:
+    """The family a run records and recommend matches other problems' records on: the problem's
+    declared one (`kernelopt.problem.declared_family`: FAMILY, or its suite README's table), else
+    one derived from the starting kernel's structural features (FEATURE_FAMILIES), else 'unknown'."""
+    from kernelopt.problem import declared_family
+    from kernelopt.source import features
+
+    declared = declared_family(problem_path)
+    if declared:
+        return declared
+    try:
+        feats = features(Path(kernel_path).read_text(encoding="utf-8", errors="replace"), str(kernel_path))
+    except OSError:
+        feats = set()
+    return next((family for feature, family in FEATURE_FAMILIES if feature in feats), UNKNOWN_FAMILY)
 
 
 def generic_strategy(optimizer: str | None, phase: str | None = None) -> str:
@@ -207,8 +232,9 @@ def _relevance(store: Any, situation: Situation, notes: list[str]) -> tuple[Any,
 
     idx = store.index()
     sem, mode = semantic_scores(store, idx, situation_text(situation.kernel), notes)
-    if situation.family:
-        sem = np.where(idx.family == situation.family.strip().lower(), np.maximum(sem, FAMILY_SIMILARITY), sem)
+    family = (situation.family or "").strip().lower()
+    if family and family != UNKNOWN_FAMILY:
+        sem = np.where(idx.family == family, np.maximum(sem, FAMILY_SIMILARITY), sem)
     if situation.features and idx.feature_sets:
         mine = set(situation.features)
         overlap = np.array([len(mine & s) / len(mine | s) if s else 0.0 for s in idx.feature_sets])

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from kernelopt.errors import BadInput
 from kernelopt.models.suite import BASELINES, FastP, ProblemResult, SuiteResult
+from kernelopt.problem import declared_family
 
 P_VALUES: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 RESULTS = "suite.jsonl"
@@ -124,20 +125,6 @@ def select(names: list[str], problems: str | Sequence[str] | None) -> list[str]:
     if not asked:
         raise BadInput("--problems: no problem named")
     return list(dict.fromkeys(asked))
-
-
-def read_families(suite_dir: Path) -> dict[str, str]:
-    """problem -> family from the suite README's table (`| name | family | ...`), if it has one."""
-    readme = suite_dir / "README.md"
-    if not readme.is_file():
-        return {}
-    out: dict[str, str] = {}
-    for line in readme.read_text(encoding="utf-8", errors="replace").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.lstrip().startswith("|") and len(cells) >= 2 and cells[0] and cells[0] != "problem" \
-                and not set(cells[0]) <= set("-: "):
-            out.setdefault(cells[0], cells[1])
-    return out
 
 
 def _module_tree(path: Path) -> ast.Module:
@@ -509,7 +496,6 @@ def run_suite(
         config = {"suite_dir": str(suite.resolve()), "small": small, "optimizer": optimizer,
                   "budget_minutes": budget_minutes, "budget_evals": budget_evals}
         _check_config(out, config, resume)
-        families = read_families(suite)
         options: dict[str, Any] = dict(rounds=rounds, beam=beam, proposals_per_member=proposals_per_member, seed=seed,
                                        executor=executor, optimizer_options=dict(optimizer_options or {}),
                                        baselines=tuple(baselines), trials=trials, timeout_s=timeout_s,
@@ -534,9 +520,9 @@ def run_suite(
         def one(name: str, index: int, on: Sequence[str] | None) -> None:
             tell(f"{name}: starting")
             say(f"[{index}/{len(names)}] {name}: optimizing" + (f" on {', '.join(on)}" if on else ""))
-            result = run_problem(name, suite, out, family=families.get(name), small=small, optimizer=optimizer,
-                                 budget_minutes=budget_minutes, budget_evals=budget_evals, devices=on,
-                                 options=options, progress=say, status=tell, engine_progress=engine_progress,
+            result = run_problem(name, suite, out, family=declared_family(suite / name / "problem.py"), small=small,
+                                 optimizer=optimizer, budget_minutes=budget_minutes, budget_evals=budget_evals,
+                                 devices=on, options=options, progress=say, status=tell, engine_progress=engine_progress,
                                  milestone=milestone, secrets=optimizer_secrets)
             finish(result.model_copy(update={"git_commit": commit}), index)
 

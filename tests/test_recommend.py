@@ -201,3 +201,66 @@ def test_cli_recommends_and_names_where_to_start_after_many_knob_runs(tmp_path: 
     assert "no recommendation" not in res.output
     assert f"1. {LEGACY_KNOBS}" in res.output
     assert "start from: BLOCK=183" in res.output
+
+
+# ---------------------------------------------------------------------------------------------- the family
+
+
+def _plain_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, problem: Path, kernel: Path,
+               overrides: dict[str, str]) -> list[ExperienceRecord]:
+    """A plain optimize run (no family given) on the fake engine; the records it put in its store."""
+    import kernelopt.harness.evaluate as evaluate_mod
+    from kernelopt.optimize import loop as loop_mod
+    from conftest import FakeEngine
+
+    monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: FakeEngine(problem))
+    db = tmp_path / "exp.db"
+    loop_mod.optimize(problem, kernel, run_dir=tmp_path / "run", overrides=overrides, optimizer="knobs", rounds=1,
+                      beam=1, proposals_per_member=2, budget_evals=3, profile=False, experience=str(db), baselines=())
+    with ExperienceStore(db, seed=False) as s:
+        records = [r for r in s.list() if (r.source or "").startswith("run:")]
+    assert records
+    return records
+
+
+def test_a_plain_optimize_run_records_the_family_the_problem_declares(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """FAMILY in the problem file wins; a suite problem's family is its README row, as `suite run` records it."""
+    problem = tmp_path / "mv" / "problem.py"
+    problem.parent.mkdir()
+    problem.write_text((MATVEC / "problem.py").read_text() + '\nFAMILY = "matrix-vector"\n')
+    records = _plain_run(tmp_path / "a", monkeypatch, problem, MATVEC / "kernel.py", {"M": "64", "K": "256"})
+    assert {r.family for r in records} == {"matrix-vector"}
+
+    gelu = ROOT / "benchmarks" / "suite" / "gelu"
+    records = _plain_run(tmp_path / "b", monkeypatch, gelu / "problem.py", gelu / "kernel.py",
+                         {"ROWS": "3", "COLS": "300"})
+    assert {r.family for r in records} == {"elementwise, activation"}
+
+
+def test_a_plain_optimize_run_derives_the_family_from_the_kernel_or_says_unknown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No declared family: the starting kernel's structural features name one (matvec: tl.sum, a reduction);
+    none of them: 'unknown', which recommend never counts as the same family."""
+    from kernelopt.recommend import FEATURE_FAMILIES, UNKNOWN_FAMILY, problem_family
+
+    records = _plain_run(tmp_path / "a", monkeypatch, MATVEC / "problem.py", MATVEC / "kernel.py",
+                         {"M": "64", "K": "256"})
+    assert {r.family for r in records} == {"reduction"} == {dict(FEATURE_FAMILIES)["reduction"]}
+    torch_kernel = tmp_path / "torch_kernel.py"
+    torch_kernel.write_text("import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+                            "    def forward(self, x):\n        return x\n")
+    assert problem_family(MATVEC / "problem.py", torch_kernel) == UNKNOWN_FAMILY
+
+
+def test_unknown_family_is_no_match(store: ExperienceStore) -> None:
+    """Two kernels of unknown family are not similar for it (as if neither named one); two of a named
+    family are."""
+    def similarity(family: str | None) -> float:
+        advice = recommend(Situation(kernel="zz_mine", family=family, **H100), store, include_packs=False)
+        return advice.recommendations[0].parts["similarity"]
+
+    store.add(knob_run("zz_other_kernel", 1, 2.0, 1.0, {}, strategies=["single-pass-row"], family="unknown"))
+    assert similarity("unknown") == similarity(None)
+    store.add(knob_run("zz_third_kernel", 2, 2.0, 1.0, {}, strategies=["single-pass-row"], family="norm"))
+    assert similarity("norm") > similarity(None)

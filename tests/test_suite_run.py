@@ -312,13 +312,12 @@ def test_parallel_problems_give_each_problem_to_one_gpu_once() -> None:
 
 def test_shape_figures_agree_with_the_executed_problem_files() -> None:
     """The syntax-tree arithmetic gives what Python gives, for every suite problem, full size and SMALL."""
-    from kernelopt.problem import import_problem, load_problem
-    from kernelopt.suite import problem_names, read_families, small_shape
+    from kernelopt.problem import declared_family, import_problem, load_problem
+    from kernelopt.suite import problem_names, small_shape
 
-    families = read_families(SUITE)
     for name in problem_names(SUITE):
         path = SUITE / name / "problem.py"
-        assert families.get(name), f"{name}: no family in the suite README"
+        assert declared_family(path), f"{name}: no family in the suite README"
         for overrides in ({}, small_shape(path)):
             module = import_problem(load_problem(path, overrides))
             expected = (float(module.BYTES), float(module.FLOPS), module.PRECISION)

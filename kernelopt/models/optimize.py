@@ -160,7 +160,9 @@ class RunConfig(Model):
     proposals_per_member: int = 4
     seed: int = 0
     executor: str = "local"
-    family: str | None = Field(None, description="problem family (the suite README's column): recommend matches on it")
+    family: str | None = Field(None, description="problem family, recommend matches on it: declared by the problem "
+                                                 "(FAMILY, its suite README's column), else derived from the kernel's "
+                                                 "structural features, else 'unknown' (kernelopt.recommend.problem_family)")
     race: bool = Field(True, description="racing: a candidate clearly slower than the beam's worst stops being timed")
     isolate: Literal["worker", "candidate", "sandbox", "auto"] | None = Field(
         None, description="--isolate: how candidates are kept apart from the judge; None: the optimizer's default")

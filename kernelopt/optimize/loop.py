@@ -945,7 +945,8 @@ def optimize(
     `experience`: True uses the default store ($KERNELOPT_DB), a path that database, an open
     ExperienceStore itself, False none:
     the store is asked for recommendations and seeds every round, and learns each outcome.
-    `family`: the problem family, which recommend matches other problems' records on.
+    `family`: the problem family, which recommend matches other problems' records on; None: the
+    problem's declared one, else derived from the kernel, else 'unknown' (`recommend.problem_family`).
     `isolate`: worker, candidate, sandbox or auto (`harness.evaluate.resolve_isolation`); None
     leaves it to the optimizer's default.
     `budget_minutes` bounds the whole run's wall time: engine start and baselines, profiling,
@@ -968,6 +969,10 @@ def optimize(
         raise BadInput(f"--isolate {isolate}: choose worker, candidate, sandbox or auto")
     problem = load_problem(problem_path, overrides, dtype)
     load_candidate(kernel_path)  # a bad starting kernel is bad input before anything starts
+    if family is None:
+        from kernelopt.recommend import problem_family
+
+        family = problem_family(problem_path, kernel_path)
     optimizer_options = dict(optimizer_options or {})
     check_options(optimizer, {**optimizer_options, **(optimizer_secrets or {})})
     config = RunConfig(
