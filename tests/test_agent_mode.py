@@ -175,6 +175,7 @@ def test_next_steps_for_a_diagnosis_ranks_untried_pack_strategies_first() -> Non
     from kernelopt.models.optimize import Proposal, RunState, Version
     from kernelopt.optimize.agent import next_steps_for
     from kernelopt.profile import import_metrics
+    from kernelopt.recommend import situation_from
     from kernelopt.strategies import load_strategies
 
     metrics = import_metrics(ROOT / "tests" / "fixtures" / "profile" / "softmax" / "raw.csv")
@@ -189,16 +190,17 @@ def test_next_steps_for_a_diagnosis_ranks_untried_pack_strategies_first() -> Non
 
     v0 = Version(id="v0", round=0, path="v0/kernel.py", evaluation=ev(2.0), metrics=metrics, diagnosis=diagnosis)
     state = RunState(versions={"v0": v0}, beam=["v0"])
-    steps, _, notes = next_steps_for(state, v0, "triton", "softmax", store=None)
+    situation = situation_from(kernel="softmax", backend="triton", diagnosis=diagnosis)
+    steps, _, notes = next_steps_for(state, v0, situation, store=None)
     packs = load_strategies().strategies
     assert steps and not notes
     assert all(packs[s.strategy].backend in ("triton", "any") and s.title == packs[s.strategy].title for s in steps)
     first = steps[0].strategy
     state.versions["v1"] = Version(id="v1", round=1, path="v1/kernel.py", parent="v0", evaluation=ev(1.0),
                                    proposal=Proposal(source="", parent="v0", strategy=first, change="c"))
-    shown, _, _ = next_steps_for(state, v0, "triton", "softmax", store=None)
+    shown, _, _ = next_steps_for(state, v0, situation, store=None)
     assert first not in [s.strategy for s in shown]  # tried: the untried ones come first
-    every, _, _ = next_steps_for(state, v0, "triton", "softmax", store=None, limit=None)
+    every, _, _ = next_steps_for(state, v0, situation, store=None, limit=None)
     assert every[-1].strategy == first and every[-1].tried == ["v1: faster"]
     assert not any(s.tried for s in every[:-1])
 
@@ -263,3 +265,48 @@ def test_iterate_and_finish_judge_with_the_runs_trials_and_timeout(run: Path, tm
     with pytest.raises(Stop):
         iterate(run, other, hypothesis="the same, told 5 trials", experience=False, trials=5, timeout_s=9.0)
     assert [(a["trials"], a["timeout_s"]) for a in asked] == [(2, 42.0), (2, 42.0), (5, 9.0)]
+
+
+def test_iterate_records_into_and_asks_the_experience_database_given(tmp_path: Path, monkeypatch) -> None:
+    """`iterate --experience DB`: the outcome lands in DB (not in $KERNELOPT_DB, not in the run's own),
+    and the next steps come from DB's outcomes of similar kernels; without the flag, the run's own store."""
+    from click.testing import CliRunner
+
+    from conftest import FakeEngine
+    from kernelopt.cli import main
+    from kernelopt.harness import evaluate as evaluate_mod
+    from kernelopt.models.experience import ExperienceRecord
+    from kernelopt.optimize import loop as loop_mod
+
+    monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: FakeEngine(problem))
+    env_db, own_db, given_db = tmp_path / "env.db", tmp_path / "own.db", tmp_path / "given.db"
+    monkeypatch.setenv("KERNELOPT_DB", str(env_db))
+    run = tmp_path / "run"
+    loop_mod.optimize(SOFTMAX / "problem.py", SOFTMAX / "kernel.py", run_dir=run, overrides={"ROWS": "16", "COLS": "100"},
+                      optimizer="agent", baselines=(), profile=False, experience=str(own_db))
+    with _store(given_db) as store:  # what DB remembers: a strategy that worked on softmax kernels elsewhere
+        for i in range(3):
+            store.add(ExperienceRecord(kernel="softmax", backend="triton", family="reduction", correct=True,
+                                       outcome="success", speedup=2.0, time_before_ms=2.0, time_after_ms=1.0,
+                                       strategies=["zz-remembered-move"], source=f"run:other:2026-01-01:v{i + 1}"))
+
+    def iterate(kernel: Path, *flags: str) -> dict:
+        res = CliRunner().invoke(main, ["iterate", str(run), "--kernel", str(kernel), "--hypothesis", "exp2",
+                                        "--no-profile", "--json", *flags])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output)
+
+    doc = iterate(EXP2, "--experience", str(given_db))
+    with _store(given_db) as store:
+        assert store.get(doc["experience_record"]).kernel == "softmax"
+    assert "zz-remembered-move" in [n["strategy"] for n in doc["next"]]
+    assert not env_db.exists() or not [r for r in _store(env_db).list() if (r.source or "").startswith("run:")]
+    with _store(own_db) as store:
+        assert not [r for r in store.list() if (r.source or "").startswith("run:")]
+
+    other = tmp_path / "kernel_other.py"
+    other.write_text(EXP2.read_text() + "\nUNUSED = 1\n")
+    doc = iterate(other)  # no flag: the store the run was started with
+    with _store(own_db) as store:
+        assert store.get(doc["experience_record"]).kernel == "softmax"
+    assert "zz-remembered-move" not in [n["strategy"] for n in doc["next"]]

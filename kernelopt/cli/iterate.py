@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kernelopt.cli.common import emit, json_option
+from kernelopt.cli.common import emit, experience_choice, json_option
 
 
 @click.command("iterate", epilog="Exit codes: 0 the new version is correct; 1 it is incorrect or failed (it is still "
@@ -25,12 +25,16 @@ from kernelopt.cli.common import emit, json_option
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=None,
               help="Seconds the candidate may take (default: the run's, from run.json).")
 @click.option("--no-profile", is_flag=True, help="Do not profile or diagnose the new version.")
-@click.option("--no-experience", is_flag=True, help="Do not record the outcome in the experience store.")
+@click.option("--no-experience", is_flag=True,
+              help="Neither record the outcome in the experience store nor ask it for the next steps.")
+@click.option("--experience", "experience_db", type=click.Path(dir_okay=False), default=None, metavar="DB",
+              help="The experience database to record into and ask for the next steps (default: the one the run "
+                   "was started with, from run.json).")
 @json_option
 @click.pass_context
 def iterate(ctx: click.Context, rundir: str, kernel_path: str | None, hypothesis: str | None, strategy: str | None,
             parent: str | None, expected: str | None, finish_run: bool, trials: int | None, timeout_s: float | None,
-            no_profile: bool, no_experience: bool, as_json: bool) -> None:
+            no_profile: bool, no_experience: bool, experience_db: str | None, as_json: bool) -> None:
     """Evaluate one version that an agent or a person wrote and append it to RUNDIR.
 
     RUNDIR is an open agent-mode run (kernelopt optimize PROBLEM --kernel K
@@ -59,10 +63,12 @@ def iterate(ctx: click.Context, rundir: str, kernel_path: str | None, hypothesis
         raise BadInput("iterate needs --kernel NEW.py (or --finish)")
     if hypothesis is None or not hypothesis.strip():
         raise BadInput("iterate needs --hypothesis \"...\": the change and which metric should move, which way")
+    # Neither flag: None, the store the run was started with (run.json).
+    experience = experience_choice(no_experience, experience_db) if no_experience or experience_db else None
     with TerminalProgress() as progress:
         result = agent.iterate(rundir, kernel_path, hypothesis=hypothesis, strategy=strategy, parent=parent,
                                expected=expected, trials=trials, timeout_s=timeout_s, profile=not no_profile,
-                               experience=not no_experience, progress=progress.line, status=progress.set_status,
+                               experience=experience, progress=progress.line, status=progress.set_status,
                                engine_progress=lambda e: progress.set_status(f"{e.candidate}: {e.text}"))
     emit(result, as_json, agent.render_iterate)
     if not result.correct:

@@ -49,7 +49,7 @@ def iterate(
     trials: int | None = None,
     timeout_s: float | None = None,
     profile: bool = True,
-    experience: bool = True,
+    experience: Any = None,
     progress: Callable[[str], None] | None = None,
     status: Callable[[str], None] | None = None,
     engine_progress: Callable[[Any], None] | None = None,
@@ -62,6 +62,9 @@ def iterate(
     failing version is recorded too; the result says so (`correct` False). Bad input (not a run,
     a finished run, no hypothesis, a kernel file that is not a candidate): BadInput.
     `trials` / `timeout_s` default to the run's own (run.json), so every version is judged alike.
+    `experience`, the store the outcome is recorded in and the next steps are asked of, as optimize
+    takes it (True: the default database, a path: that one, an open ExperienceStore, False: none);
+    None: the run's own (run.json, what `optimize --experience` was given).
     """
     from kernelopt.files import read_text
     from kernelopt.optimize.loop import Loop, normalized_source_hash
@@ -71,7 +74,7 @@ def iterate(
     if not hypothesis or not hypothesis.strip():
         raise BadInput("--hypothesis: say what the change is and which metric should move, which way")
     rundir = _open_agent_run(run_dir)
-    store = None
+    store, own = None, False
     try:
         state = rundir.replay()
         config = rundir.config
@@ -96,7 +99,7 @@ def iterate(
         proposal = Proposal(source=source, parent=parent, strategy=strategy, change=_first_line(hypothesis),
                             hypothesis=hypothesis.strip(), expected=expected, optimizer="agent",
                             extra={"submitted": str(Path(kernel_path).resolve())})
-        store = _experience_store(say) if experience else None
+        store, own = _experience_store(config, experience, say)
         rundir.record_round_started(round_)
         vid = rundir.write_version(source, round=round_, proposal=proposal).id
         say(f"{vid}: {candidate.name} (parent {parent})")
@@ -124,22 +127,25 @@ def iterate(
         record_id = next((e.get("record") for e in reversed(rundir.events())
                           if e["type"] == "experience_recorded" and e.get("version") == vid), None)
         files = _render(rundir, say)
-        result = _result(rundir.path, state, vid, profiled, store, problem.name, candidate.backend)
+        result = _result(rundir.path, state, vid, profiled, store, problem, config, candidate.backend)
+        wanted = config.experience if experience is None else experience
     finally:
         rundir.close()
-        if store is not None:
+        if store is not None and own:
             store.close()
     result.experience_record = record_id
     result.report = files
-    if store is None and experience:
+    if store is None and wanted:
         result.notes.append("experience store unavailable: the outcome is not recorded")
     return result
 
 
-def agent_status(run_dir: str | Path, *, experience: bool = True) -> AgentStatus:
-    """Where a run stands for an agent: the best version, its diagnosis, what to try next."""
+def agent_status(run_dir: str | Path, *, experience: Any = None) -> AgentStatus:
+    """Where a run stands for an agent: the best version, its diagnosis, what to try next (asked of
+    the store `experience` names, as `iterate` takes it; None: the run's own)."""
+    from kernelopt.optimize.loop import version_situation
     from kernelopt.rundir import RunDir
-    from kernelopt.problem import load_candidate
+    from kernelopt.problem import load_candidate, load_problem
     from kernelopt.report.run_report import GPU_LABEL, INTERPRETER_LABEL, _best
 
     run = RunDir.open(run_dir, readonly=True)
@@ -155,13 +161,15 @@ def agent_status(run_dir: str | Path, *, experience: bool = True) -> AgentStatus
     out.best, out.best_ms = best.id, best.median_ms
     out.best_speedup_vs_v0 = _ratio(v0, best)
     out.diagnosis = best.diagnosis
-    store = _experience_store(lambda text: None) if experience else None
+    store, own = _experience_store(run.config, experience, lambda text: None)
     backend = load_candidate(best.path).backend
-    problem = best.evaluation.problem.name if best.evaluation else Path(run.config.problem).parent.name
+    problem = best.evaluation.problem if best.evaluation else load_problem(run.config.problem, run.config.overrides,
+                                                                           run.config.dtype)
     try:
-        out.next, out.avoid, notes = next_steps_for(state, best, backend, problem, store)
+        out.next, out.avoid, notes = next_steps_for(state, best, version_situation(best, problem, run.config, backend),
+                                                    store)
     finally:
-        if store is not None:
+        if store is not None and own:
             store.close()
     out.notes += notes
     return out
@@ -273,14 +281,14 @@ def _check_strategy(strategy: str) -> None:
                        "leave it out for a change no pack names")
 
 
-def _experience_store(say: Callable[[str], None]) -> Any:
-    try:
-        from kernelopt.experience.store import ExperienceStore
+def _experience_store(config: Any, experience: Any, say: Callable[[str], None]) -> tuple[Any, bool]:
+    """(the store to record in and ask, whether it was opened here and is closed here): `experience`
+    as optimize takes it, None for the run's own setting (run.json)."""
+    from kernelopt.optimize.loop import open_experience
 
-        return ExperienceStore()
-    except Exception as exc:  # noqa: BLE001 - advisory: the version is still measured and recorded in the run
-        say(f"experience store unavailable ({exc})")
-        return None
+    if hasattr(experience, "add"):
+        return experience, False
+    return open_experience(config.experience if experience is None else experience, say), True
 
 
 def _render(rundir: Any, say: Callable[[str], None]) -> list[str]:
@@ -293,9 +301,9 @@ def _render(rundir: Any, say: Callable[[str], None]) -> list[str]:
         return []
 
 
-def _result(path: Path, state: RunState, vid: str, profiled: str, store: Any, problem: str,
+def _result(path: Path, state: RunState, vid: str, profiled: str, store: Any, problem: Any, config: Any,
             backend: str) -> IterateResult:
-    from kernelopt.optimize.loop import attempt_of
+    from kernelopt.optimize.loop import attempt_of, version_situation
     from kernelopt.report.run_report import GPU_LABEL, INTERPRETER_LABEL, _best, verdict
 
     version = state.versions[vid]
@@ -323,27 +331,26 @@ def _result(path: Path, state: RunState, vid: str, profiled: str, store: Any, pr
     elif profiled == "static":
         result.notes.append("static report only (no ncu): no diagnosis")
     if best is not None:
-        result.next, result.avoid, notes = next_steps_for(state, best, backend, problem, store)
+        result.next, result.avoid, notes = next_steps_for(state, best, version_situation(best, problem, config, backend),
+                                                          store)
         result.notes += notes
     return result
 
 
-def next_steps_for(state: RunState, version: Version, backend: str, problem: str, store: Any,
+def next_steps_for(state: RunState, version: Version, situation: Any, store: Any,
                    limit: int | None = NEXT_SHOWN) -> tuple[list[NextStep], list[Any], list[str]]:
-    """Strategies to try on `version` (the recommend stage: the packs for its diagnosis blended
-    with the experience store when one is open), those this run already tried last, the first
-    `limit` of them; known failures to avoid; notes on what the recommendations could not use."""
+    """Strategies to try on `version` in `situation` (`loop.version_situation`: what the loop asks
+    about it): the recommend stage's ranking, the packs for its diagnosis blended with the experience
+    store when one is open; those this run already tried last, the first `limit` of them; known
+    failures to avoid; notes on what the recommendations could not use."""
     from kernelopt.optimize.loop import attempt_of
-    from kernelopt.recommend import recommend, situation_from
+    from kernelopt.recommend import recommend
 
     notes: list[str] = []
     if version.diagnosis is None:
         notes.append(f"{version.id} has no diagnosis (needs a GPU with Nsight Compute): "
                      "recommendations come from past outcomes of similar kernels only")
     try:
-        situation = situation_from(kernel=problem, backend=backend, diagnosis=version.diagnosis,
-                                   metrics=version.metrics.values() if version.metrics else None,
-                                   device=version.evaluation.device if version.evaluation else None)
         advice = recommend(situation, store, n=NEXT_SHOWN * 2)
     except Exception as exc:  # noqa: BLE001 - advisory: a broken pack or store must not hide the measurement
         notes.append(f"recommendations unavailable ({exc})")

@@ -291,23 +291,8 @@ class Loop:
         return self._advice[key]
 
     def situation(self, version: Version) -> Any:
-        """What recommend is asked about for `version`: this problem, where it runs, its diagnosis
-        and the structural features of its source."""
-        from kernelopt.experience.labels import shape_class
-        from kernelopt.recommend import situation_from
-        from kernelopt.source import features
-
-        try:
-            feats = sorted(features(Path(version.path).read_text(), version.path))
-        except OSError:
-            feats = []
-        return situation_from(
-            kernel=self.problem.name, backend=self.candidate(version.id).backend, diagnosis=version.diagnosis,
-            metrics=version.metrics.values() if version.metrics else None,
-            device=version.evaluation.device if version.evaluation and version.evaluation.device else None,
-            dtype=self.problem.dtype, family=self.config.family, shape_class=shape_class(problem_dims(self.problem)),
-            features=feats, exclude_sources=[run_source(self.config)],
-        )
+        """What recommend is asked about for `version` (`version_situation`)."""
+        return version_situation(version, self.problem, self.config, self.candidate(version.id).backend)
 
     def floor_ms(self) -> float | None:
         """The problem's DRAM floor as the engine's workers measured it (None on the CPU)."""
@@ -805,6 +790,42 @@ def run_source(config: RunConfig) -> str:
     return f"run:{Path(config.kernel).stem}:{config.created_at}:"
 
 
+def version_situation(version: Version, problem: Problem, config: RunConfig, backend: str | None) -> Any:
+    """What recommend is asked about for a run's `version` (the loop every round, agent mode for its
+    next steps): this problem, its family, dtype and shape class, where the version ran, its diagnosis
+    and the structural features of its source; this run's own records left out (the run knows them)."""
+    from kernelopt.experience.labels import shape_class
+    from kernelopt.recommend import situation_from
+    from kernelopt.source import features
+
+    try:
+        feats = sorted(features(Path(version.path).read_text(), version.path))
+    except OSError:
+        feats = []
+    return situation_from(
+        kernel=problem.name, backend=backend, diagnosis=version.diagnosis,
+        metrics=version.metrics.values() if version.metrics else None,
+        device=version.evaluation.device if version.evaluation and version.evaluation.device else None,
+        dtype=problem.dtype, family=config.family, shape_class=shape_class(problem_dims(problem)),
+        features=feats, exclude_sources=[run_source(config)],
+    )
+
+
+def open_experience(choice: Any, say: Callable[[str], None] | None = None) -> Any:
+    """The experience store a run's `experience` setting names (True: the default database, a path:
+    that one, False/None: none), opened; None, said through `say`, when it cannot be opened: the
+    store is advisory, the run goes on without remembering."""
+    if not choice:
+        return None
+    try:
+        from kernelopt.experience.store import ExperienceStore
+
+        return ExperienceStore(None if choice is True else choice)
+    except Exception as exc:  # noqa: BLE001 - advisory: the run goes on without remembering
+        (say or (lambda t: None))(f"experience store unavailable ({exc}); outcomes are not recorded")
+        return None
+
+
 def problem_dims(problem: Problem) -> dict[str, Any]:
     """The problem's numeric module constants (its shape): what records keep as `dims`."""
     return {k: v for k, v in problem.constants.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -1087,13 +1108,8 @@ def _run(rundir: Any, problem: Problem, config: RunConfig, opt: Any, *, devices:
     from kernelopt.report.run_report import render_run
 
     # `store`: an open ExperienceStore, given by the caller; else the one run.json names.
-    if config.experience and store is None:
-        try:
-            from kernelopt.experience.store import ExperienceStore
-
-            store = ExperienceStore(None if config.experience is True else config.experience)
-        except Exception as exc:  # noqa: BLE001 - advisory: the run goes on without remembering
-            (progress or (lambda t: None))(f"experience store unavailable ({exc}); outcomes are not recorded")
+    if store is None:
+        store = open_experience(config.experience, progress)
     try:
         engine_start = time.monotonic()
         # --isolate, else the optimizer's own default (`Optimizer.isolation`): model-written candidates
