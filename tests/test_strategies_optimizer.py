@@ -106,8 +106,9 @@ def test_failures_are_failed_proposals_and_not_retried(tmp_path: Path, fixture_t
                                                     strategy("unknown-one", "no_such_transform")))
     props = opt.propose(context(tmp_path))
     failed = {p.strategy: p for p in props if p.failed}
-    assert set(failed) == {"break-it", "unknown-one"}  # exploding's sites() raised: it simply does not apply
+    assert set(failed) == {"break-it", "unknown-one", "explode"}
     assert "does not parse" in failed["break-it"].failed and failed["break-it"].source == ""
+    assert failed["explode"].failed == "transform exploding: sites() raised RuntimeError: boom in sites"
     assert "unknown transform" in failed["unknown-one"].failed
     assert all(not p.failed for p in props if p.source)
     again = opt.propose(context(tmp_path, failed=list(failed.values())))

@@ -87,6 +87,70 @@ class Breaking:
         return source + "\ndef broken(:\n"
 
 
+class _AppliesEverywhere:
+    """Applies at every @triton.jit kernel; subclasses misbehave in sites() or apply()."""
+
+    backend = "triton"
+    requires = ["triton"]
+    params: list[TransformParam] = []
+    name = "?"
+
+    def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
+        _, _, kernels = parse_triton(source, path)
+        return [SiteReport(transform=self.name, site=n, applies=True, kernel=n, reason="looks fine") for n in kernels]
+
+    def apply(self, source: str, site: str, **params: object) -> str:
+        return source + "\n_ko_fine = 1\n"
+
+
+class HangingApply(_AppliesEverywhere):
+    """apply() never returns (a pure-Python loop: no thread can interrupt it)."""
+
+    name = "hanging_apply"
+    summary = "apply() loops forever (test fixture)"
+
+    def apply(self, source: str, site: str, **params: object) -> str:
+        while True:
+            pass
+
+
+class RaisingApply(_AppliesEverywhere):
+    """apply() raises something other than TransformError (a plug-in bug)."""
+
+    name = "raising_apply"
+    summary = "apply() raises KeyError (test fixture)"
+
+    def apply(self, source: str, site: str, **params: object) -> str:
+        return {}["missing key"]  # type: ignore[return-value]
+
+
+class HangingSites(_AppliesEverywhere):
+    """sites() never returns: a catastrophically backtracking regex, stuck inside the C matcher."""
+
+    name = "hanging_sites"
+    summary = "sites() hangs in a regex (test fixture)"
+
+    def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
+        import re
+
+        re.match(r"(a|aa)+$", "a" * 200 + "b")
+        return super().sites(source, path)
+
+
+class DyingApply(_AppliesEverywhere):
+    """apply() kills the process it runs in (a plug-in calling os._exit)."""
+
+    name = "dying_apply"
+    summary = "apply() exits the process (test fixture)"
+
+    def apply(self, source: str, site: str, **params: object) -> str:
+        import os
+
+        os._exit(3)
+
+
+STUCK = {c.name: f"{__name__}:{c.__name__}" for c in (HangingApply, RaisingApply, HangingSites, DyingApply)}
+
 EXTRA = {NAME: f"{__name__}:MarkerStatement", "exploding": f"{__name__}:Exploding",
          "breaking": f"{__name__}:Breaking"}
 
@@ -106,3 +170,20 @@ def fixture_transforms(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.setattr(transforms, "BUILTIN", {**transforms.BUILTIN, **EXTRA})
     monkeypatch.setattr(transforms.REGISTRY, "builtin", {**transforms.BUILTIN, **EXTRA})
     return EXTRA
+
+
+STUCK_TIMEOUT_S = 2.0
+
+
+@pytest.fixture
+def stuck_transforms(monkeypatch: pytest.MonkeyPatch, fixture_transforms: dict[str, str]) -> dict[str, str]:
+    """The fixtures plus the misbehaving ones (STUCK), with the time limit on a plug-in call
+    cut to STUCK_TIMEOUT_S so a hang costs seconds."""
+    from kernelopt.optimize import transforms
+    from kernelopt.optimize.transforms import survey
+
+    both = {**transforms.BUILTIN, **STUCK}
+    monkeypatch.setattr(transforms, "BUILTIN", both)
+    monkeypatch.setattr(transforms.REGISTRY, "builtin", both)
+    monkeypatch.setattr(survey, "CALL_TIMEOUT_S", STUCK_TIMEOUT_S, raising=False)
+    return STUCK

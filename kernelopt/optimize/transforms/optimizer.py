@@ -11,9 +11,10 @@ Per round and beam member:
    or broken on any ancestor; one that was only slower on an ancestor is tried again once
    another transform changed the structure: transforms compose).
    Each becomes a proposal carrying its strategy id (so its outcome is a vote in the
-   experience store) and `extra["transform"] = {name, site, params}`. A transform that
-   raises or writes source that does not parse is a failed proposal (Proposal.failed):
-   the loop records it in the events and it is not tried again.
+   experience store) and `extra["transform"] = {name, site, params}`. A transform whose
+   sites() or apply() raises or hangs (each runs in a child under a time limit:
+   survey.guarded), or that writes source that does not parse, is a failed proposal
+   (Proposal.failed): the loop records it in the events and it is not tried again.
 2. knobs: the rest of the member's proposals come from the knob search
    (KnobSearchOptimizer, reused as is), with the strategy that made the member first
    among its recommendations, so its knob hints and its transform's parameters lead.
@@ -141,17 +142,22 @@ class StrategiesOptimizer:
             spec = strategy.transform
             assert spec is not None
             held, _ = spec.holds(found)
-            if not held:
+            whole = (strategy.id, spec.name, "")  # the transform failed as a whole on this lineage
+            if not held or whole in tried:
                 continue
             try:
                 transform = get_transform(spec.name)
             except Exception as exc:  # noqa: BLE001 - an unknown or broken plug-in: one failed proposal
-                key = (strategy.id, spec.name, "")
-                if key not in tried:
-                    tried.add(key)
-                    yield self._failed(member, strategy, "", {}, f"transform {spec.name}: {exc}")
+                tried.add(whole)
+                yield self._failed(member, strategy, "", {}, f"transform {spec.name}: {exc}")
                 continue
-            for report in sites_of(transform, source, member.path, found):
+            try:
+                reports = sites_of(transform, source, member.path, found, strict=True)
+            except TransformFailed as exc:  # sites() raised or hung: a failed proposal, its reason in the events
+                tried.add(whole)
+                yield self._failed(member, strategy, "", {}, str(exc))
+                continue
+            for report in reports:
                 if not report.applies or not report.site:
                     continue
                 key = (strategy.id, spec.name, report.site)
@@ -160,7 +166,8 @@ class StrategiesOptimizer:
                 tried.add(key)
                 params = {**report.params, **spec.params}
                 try:
-                    new, report, used = apply_named(source, spec.name, report.site, spec.params, member.path)
+                    new, report, used = apply_named(source, spec.name, report.site, spec.params, member.path,
+                                                    reports=reports)
                 except TransformFailed as exc:
                     yield self._failed(member, strategy, report.site or "", params, str(exc))
                     continue
