@@ -16,14 +16,19 @@ from __future__ import annotations
 
 
 class KerneloptError(Exception):
-    """Base class: `str(err)` is the one-line message, `exit_code` the process exit code."""
+    """Base class: `str(err)` is the one-line message, `exit_code` the process exit code.
+
+    `reason` is the engine's failure taxonomy (`kernelopt.models.harness.FailureReason`) where
+    the raiser knows it, so a caller that keeps failures as data (the profile stage's
+    `ProfileResult`, an evaluation) records the same reason the engine would."""
 
     exit_code: int = 2
 
-    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+    def __init__(self, message: str, *, exit_code: int | None = None, reason: str | None = None) -> None:
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+        self.reason = reason
 
 
 class BadInput(KerneloptError):
@@ -33,16 +38,9 @@ class BadInput(KerneloptError):
 
 
 class CandidateFailed(KerneloptError):
-    """The candidate kernel failed: compile error, crash, timeout or wrong result (exit 1).
-
-    `reason` is the engine's failure taxonomy (`kernelopt.models.harness.FailureReason`)
-    where the raiser knows it, so a caller handles a profiling failure like an evaluation's."""
+    """The candidate kernel failed: compile error, crash, timeout or wrong result (exit 1)."""
 
     exit_code = 1
-
-    def __init__(self, message: str, *, exit_code: int | None = None, reason: str | None = None) -> None:
-        super().__init__(message, exit_code=exit_code)
-        self.reason = reason
 
 
 class MissingRequirement(KerneloptError):

@@ -36,7 +36,7 @@ from pydantic_core import to_jsonable_python
 
 from kernelopt.errors import BadInput
 from kernelopt.models.diagnosis import Diagnosis
-from kernelopt.models.harness import Evaluation, ShapeCheck, Timing, TimingStats
+from kernelopt.models.harness import Evaluation, Failure, ShapeCheck, Timing, TimingStats
 from kernelopt.models.metrics import Metrics
 from kernelopt.models.optimize import EventType, Proposal, RunConfig, RunState, Version
 
@@ -437,7 +437,12 @@ class RunDir:
         metrics: Metrics | None = None,
         diagnosis: Diagnosis | None = None,
         ncu_summary: str | None = None,
+        profiler: str | None = None,
+        failure: Failure | None = None,
+        notes: list[str] | None = None,
     ) -> None:
+        """The profile stage's result for a version: its metrics and diagnosis, or the profiler's
+        failure (reason, message) as data; `notes` say what limited it (static resources only)."""
         folder = self.version_dir(version_id)
         metrics_rel: str | None = None
         if metrics is not None:
@@ -447,7 +452,14 @@ class RunDir:
             atomic_write(folder / "ncu_summary.md", ncu_summary)
         if diagnosis is not None:
             atomic_write(folder / "diagnosis.json", diagnosis.model_dump_json(indent=2) + "\n")
-        self.append("profiled", version=version_id, metrics=metrics_rel, diagnosis=diagnosis)
+        extra: dict[str, Any] = {}
+        if profiler is not None:
+            extra["profiler"] = profiler
+        if failure is not None:
+            extra["failure"] = failure
+        if notes:
+            extra["notes"] = list(notes)
+        self.append("profiled", version=version_id, metrics=metrics_rel, diagnosis=diagnosis, **extra)
 
     def record_promoted(self, beam: list[str]) -> None:
         self.append("promoted", beam=list(beam))
@@ -588,6 +600,9 @@ def replay_events(events: list[dict[str, Any]], root: Path) -> RunState:
                     raise BadInput(f"{metrics_path}: not a metrics file") from None
             if event.get("diagnosis"):
                 version.diagnosis = Diagnosis.model_validate(event["diagnosis"])
+            version.profiler = event.get("profiler") or version.profiler
+            if event.get("failure"):
+                version.profile_failure = Failure.model_validate(event["failure"])
         elif kind == "promoted":
             state.beam = list(event["beam"])
             if not state.finished:

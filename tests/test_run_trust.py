@@ -580,7 +580,8 @@ def test_check_shapes_auto_fails_a_kernel_right_only_at_the_given_shape(tmp_path
 
 def test_profiling_gives_up_on_a_gpu_lock_held_by_another_process(tmp_path: Path, monkeypatch) -> None:
     """Any process of the user can hold the per-GPU lock (a stopped worker mid-timing, a candidate's
-    daemon): the loop's profiling waits a bounded time, then goes on without the profile."""
+    daemon): the loop's profiling waits a bounded time, then goes on without the profile (a timeout
+    failure, as data)."""
     import fcntl
     import tempfile
     import time as time_mod
@@ -601,9 +602,10 @@ def test_profiling_gives_up_on_a_gpu_lock_held_by_another_process(tmp_path: Path
                 pass
         assert time_mod.monotonic() - start < 5.0
         problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
-        out = loop_mod.profile_version(problem, load_candidate(MATVEC / "kernel.py"), tmp_path / "p", "cuda:7",
-                                       lock_timeout_s=0.3)
-        assert out == (None, None, None)
+        result, diagnosis, summary = loop_mod.profile_version(problem, load_candidate(MATVEC / "kernel.py"),
+                                                              tmp_path / "p", "cuda:7", lock_timeout_s=0.3)
+        assert result.metrics is None and diagnosis is None and summary is None
+        assert result.failure is not None and result.failure.reason == "timeout" and "GPU lock" in result.failure.message
     finally:
         os.close(fd)
 

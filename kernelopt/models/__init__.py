@@ -21,7 +21,8 @@ from kernelopt.models.harness import (
     Trial,
     Verification,
 )
-from kernelopt.models.metrics import KernelMetrics, Metrics, MetricValue, Roofline, RuleResult, StaticResources
+from kernelopt.models.metrics import (KernelMetrics, Metrics, MetricValue, ProfileResult, Roofline, RuleResult,
+                                     StaticResources)
 from kernelopt.models.recommendation import Advice, Recommendation, Seed
 from kernelopt.models.strategy import Knob, Override, PackCheck, PackInfo, Strategy, StrategyPack, StrategySet
 
@@ -31,7 +32,7 @@ __all__ = [
     "ExperienceAnswer", "ExperienceRecord", "ExperienceStats", "KnownFailure", "SearchHit", "Situation",
     "BenchResult", "Candidate", "FailureReason", "OutputCheck", "Problem", "Timing", "TimingStats", "Trial",
     "Verification",
-    "KernelMetrics", "Metrics", "MetricValue", "Roofline", "RuleResult", "StaticResources",
+    "KernelMetrics", "Metrics", "MetricValue", "ProfileResult", "Roofline", "RuleResult", "StaticResources",
     "Advice", "Recommendation", "Seed",
     "Knob", "Override", "PackCheck", "PackInfo", "Strategy", "StrategyPack", "StrategySet",
 ]

@@ -48,11 +48,13 @@ FailureReason = Literal[
     # switched a guard off, or wrote into the judge's channels (a reply that answers no request)
     "timing_mismatch",  # correct when verified, but a timed call computed something else (it skips work when timed)
     "tool_missing",  # a tool the stage needs (ncu, nvcc) is not installed
+    "tool_failed",  # a tool the stage runs (ncu, nvcc, a profiler) failed for a reason not the candidate's
 ]
 FAILURE_REASONS: tuple[str, ...] = get_args(FailureReason)
 # Failures that reach no verdict on the answer (it did not build, run, finish or get a tool);
 # every other reason is a verdict: the answer was wrong or not to be trusted.
-EXECUTION_FAILURES: frozenset[str] = frozenset({"compile", "runtime", "timeout", "crash", "needs_gpu", "tool_missing"})
+EXECUTION_FAILURES: frozenset[str] = frozenset({"compile", "runtime", "timeout", "crash", "needs_gpu", "tool_missing",
+                                                "tool_failed"})
 VERDICT_FAILURES: frozenset[str] = frozenset(FAILURE_REASONS) - EXECUTION_FAILURES
 
 

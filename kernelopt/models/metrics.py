@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kernelopt.models.common import Model
+from kernelopt.models.harness import Failure
 
 
 class MetricValue(Model):
@@ -108,3 +109,20 @@ class Metrics(Model):
         """Rule results of the dominant kernel(s)."""
         dominant = [k for k in self.kernels if k.dominant] or self.kernels[:1]
         return [r for k in dominant for r in k.rules]
+
+
+class ProfileResult(Model):
+    """One candidate through the profile stage (`kernelopt.profile.profile_result`): its metrics, or
+    why there are none. A profiler that fails (ncu missing or failing, a timeout, no GPU, the
+    candidate crashing under ncu) is data here, in the engine's one failure taxonomy, like a
+    verification or timing failure in an `Evaluation`: the run records it and goes on."""
+
+    profiler: str = Field(description="which profiler was asked: 'ncu', 'static' or a registered third-party one")
+    metrics: Metrics | None = None
+    failure: Failure | None = Field(None, description="why there are no metrics (stage 'profile'); None when there are")
+    notes: list[str] = Field(default_factory=list, description="what limits the profile, e.g. static resources only")
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.metrics is not None

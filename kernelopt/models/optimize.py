@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kernelopt.models.common import Category, Model
 from kernelopt.models.diagnosis import Diagnosis
-from kernelopt.models.harness import Evaluation, Problem, ShapeCheck, Timing, TimingStats
+from kernelopt.models.harness import Evaluation, Failure, Problem, ShapeCheck, Timing, TimingStats
 from kernelopt.models.metrics import Metrics
 from kernelopt.models.recommendation import KnownFailure, Recommendation
 
@@ -60,6 +60,10 @@ class Version(Model):
     evaluation: Evaluation | None = None
     metrics: Metrics | None = None
     diagnosis: Diagnosis | None = None
+    profiler: str | None = Field(None, description="the profiler its `profiled` event names (ncu, static, ...)")
+    profile_failure: Failure | None = Field(
+        None, description="why it has no profile: the profile stage's failure (ncu missing or failing, a timeout, "
+                          "no GPU), recorded as data in its `profiled` event; not profiled again")
 
     @property
     def correct(self) -> bool:
@@ -127,7 +131,7 @@ EventType = Literal[
     "proposed",  # a version's kernel.py is on disk; it still has to be evaluated
     "proposal_failed",  # an optimizer's proposal produced no source (a transform raised); nothing evaluated
     "evaluated",  # its Evaluation (failures included)
-    "profiled",  # its metrics.json / diagnosis
+    "profiled",  # its metrics.json / diagnosis, or the profiler's failure (reason, message)
     "promoted",  # the new beam, best first
     "baselines",  # eager / torch.compile timings
     "retimed",  # the final interleaved re-timing of the best few (A-B-B-A)

@@ -68,6 +68,15 @@ class RejectionRow(Model):
     detail: str = ""
 
 
+class ProfileFailureRow(Model):
+    """A version the profile stage could not profile: its `profiled` event's failure."""
+
+    version: str
+    profiler: str | None = None
+    reason: str
+    message: str
+
+
 class RunSummary(Model):
     path: str
     problem: str
@@ -104,6 +113,8 @@ class RunSummary(Model):
     diagnosis_after: BottleneckSummary | None = None
     convergence: list[ConvergencePoint] = Field(default_factory=list)
     lessons: list[str] = Field(default_factory=list)
+    profile_failures: list[ProfileFailureRow] = Field(
+        default_factory=list, description="versions whose profile failed (ncu missing or failing, a timeout, no GPU)")
     spent: dict[str, float] = Field(
         default_factory=dict,
         description="wall seconds by phase: startup, baselines, profiling, search, retiming (every process of the run)")

@@ -326,8 +326,11 @@ def _result(path: Path, state: RunState, vid: str, profiled: str, store: Any, pr
         diagnosis=version.diagnosis, profiled=profiled,  # type: ignore[arg-type]
         next_parent=best.id if best else None,
     )
+    failed = version.profile_failure
     if version.correct and profiled == "no":
-        result.notes.append("not profiled here: a static report needs a CUDA GPU, a diagnosis also Nsight Compute")
+        result.notes.append(f"not profiled ({version.profiler or 'profiler'}): {failed.reason}: {_first_line(failed.message)}"
+                            if failed is not None else
+                            "not profiled here: a static report needs a CUDA GPU, a diagnosis also Nsight Compute")
     elif profiled == "static":
         result.notes.append("static report only (no ncu): no diagnosis")
     if best is not None:

@@ -222,8 +222,9 @@ class Loop:
         if not self.profile:
             return
         since = time.monotonic()
-        todo = [vid for vid in self.state.beam
-                if self.state.versions[vid].diagnosis is None and self.state.versions[vid].metrics is None]
+        # A version whose profile failed is not profiled again: its failure is recorded (the reason).
+        todo = [vid for vid in self.state.beam if self.state.versions[vid].diagnosis is None
+                and self.state.versions[vid].metrics is None and self.state.versions[vid].profile_failure is None]
         for vid in todo:
             self.profile_one(vid)
         if todo:
@@ -237,12 +238,16 @@ class Loop:
         except VersionRefused as exc:
             self.say(f"{vid}: not profiled: {exc}")
             return "no"
-        metrics, diagnosis, summary = profile_version(self.problem, cand,
-                                                      self.rundir.version_dir(vid) / "profile", self.engine.devices[0],
-                                                      lock_timeout_s=max(600.0, 2 * self.timeout_s))
-        if metrics is None and diagnosis is None:
+        result, diagnosis, summary = profile_version(self.problem, cand,
+                                                     self.rundir.version_dir(vid) / "profile", self.engine.devices[0],
+                                                     lock_timeout_s=max(600.0, 2 * self.timeout_s))
+        # Recorded either way: a failed profile is data (its reason in the `profiled` event and the report).
+        self.rundir.record_profiled(vid, metrics=result.metrics, diagnosis=diagnosis, ncu_summary=summary,
+                                    profiler=result.profiler, failure=result.failure, notes=result.notes)
+        if result.failure is not None:
+            self.say(f"{vid}: not profiled ({result.profiler}): {result.failure.reason}: {result.failure.message}")
+            self.refresh()
             return "no"
-        self.rundir.record_profiled(vid, metrics=metrics, diagnosis=diagnosis, ncu_summary=summary)
         if diagnosis is not None and diagnosis.primary is not None:
             self.say(f"{vid}: {diagnosis.primary.category}"
                      + (f"/{diagnosis.primary.subcause}" if diagnosis.primary.subcause else "")
@@ -833,35 +838,41 @@ def problem_dims(problem: Problem) -> dict[str, Any]:
 
 def profile_version(problem: Problem, candidate: Candidate, out_dir: Path, device: str,
                     lock_timeout_s: float = 600.0) -> tuple[Any, Any, str | None]:
-    """Metrics, diagnosis and the ncu summary of one version; (None, None, None) when it cannot be profiled.
+    """(ProfileResult, diagnosis, ncu summary) of one version; a profile that fails is the result's
+    `failure` (`kernelopt.profile.profile_result`), never an exception.
 
     On a GPU with ncu: the ncu profiler under the per-GPU lock (never overlapping a timing);
-    elsewhere the static report (compiler resources) only. The wait for the lock is bounded by
-    `lock_timeout_s`: a lock held by a stopped process or a candidate's daemon costs the profile,
-    never the run.
+    elsewhere the static report (compiler resources) only, noted in the result. The wait for the
+    lock is bounded by `lock_timeout_s`: a lock held by a stopped process or a candidate's daemon
+    costs the profile (a timeout failure), never the run. The loop sequences the stages: profile,
+    then diagnose what it measured.
     """
     import shutil
 
     from kernelopt.diagnose.classifier import BottleneckClassifier
     from kernelopt.harness.timing import gpu_lock
-    from kernelopt.profile import get_profiler
-    from kernelopt.profile.report import render_summary
+    from kernelopt.profile import get_profiler, profile_result
 
     use_ncu = device.startswith("cuda") and shutil.which("ncu") is not None
     existed = out_dir.exists()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with gpu_lock(device, what="profiling", timeout_s=lock_timeout_s):
-            metrics = get_profiler("ncu" if use_ncu else "static").profile(problem, candidate, out_dir=out_dir)
-    except Exception:  # noqa: BLE001 - a version that cannot be profiled is still a measured version
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = profile_result(get_profiler("ncu" if use_ncu else "static"), problem, candidate, out_dir=out_dir,
+                            guard=gpu_lock(device, what="profiling", timeout_s=lock_timeout_s))
+    if device.startswith("cuda") and not use_ncu:
+        result.notes.insert(0, "ncu (Nsight Compute) not found: static resources only, no hardware counters, "
+                               "no diagnosis")
+    if result.failure is not None or result.metrics is None:
         if not existed and out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()  # no empty profile/ folder suggesting a profile (a CPU run has none)
-        return None, None, None
+        return result, None, None
     try:
-        diagnosis = BottleneckClassifier().classify(metrics) if use_ncu else None
-    except Exception:  # noqa: BLE001
+        diagnosis = BottleneckClassifier().classify(result.metrics) if use_ncu else None
+    except Exception as exc:  # noqa: BLE001 - the measured metrics stay; the diagnosis is advisory
+        result.notes.append(f"no diagnosis: {type(exc).__name__}: {exc}")
         diagnosis = None
-    return metrics, diagnosis, render_summary(metrics) if use_ncu else None
+    from kernelopt.profile.report import render_summary
+
+    return result, diagnosis, render_summary(result.metrics) if use_ncu else None
 
 
 # RunConfig fields a resumed run may change: more rounds or a larger budget extend the search.

@@ -4,17 +4,23 @@
 `StaticProfiler` reports compiler resources only, for machines where hardware
 counters are not permitted. `import_metrics` builds Metrics from files a user
 already has (ncu raw CSV, .ncu-rep, JSON dumps). Heavy modules load lazily.
+
+`profile_result(profiler, problem, candidate, ...) -> ProfileResult` is the stage's seam
+for a caller that goes on when profiling fails (the optimize loop): a profiler's failure
+comes back as data, with a reason from the engine's failure taxonomy, never as an exception.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ContextManager, Protocol, runtime_checkable
 
 from kernelopt.registry import Registry
 
 if TYPE_CHECKING:
-    from kernelopt.models import Candidate, Metrics, Problem
+    from kernelopt.models import Candidate, Failure, Metrics, Problem, ProfileResult
 
 
 @runtime_checkable
@@ -55,6 +61,55 @@ def get_profiler(name: str = "ncu", **options: Any) -> Profiler:
     return factory(**options)
 
 
+def profile_failure(exc: BaseException) -> "Failure":
+    """A profiler's exception as the engine's failure data (stage 'profile'): the reason the raiser
+    gave (`KerneloptError.reason`), else by kind - a candidate that failed under the profiler:
+    runtime; a missing requirement (no GPU): needs_gpu; a tool's failure: tool_failed; a timeout
+    (the tool's or the GPU lock's): timeout; a missing executable: tool_missing."""
+    import subprocess
+
+    from kernelopt.errors import CandidateFailed, KerneloptError, MissingRequirement
+    from kernelopt.models.harness import FAILURE_REASONS, Failure
+
+    given = getattr(exc, "reason", None) if isinstance(exc, KerneloptError) else None
+    if given in FAILURE_REASONS:
+        reason = given
+    elif isinstance(exc, CandidateFailed):
+        reason = "runtime"
+    elif isinstance(exc, MissingRequirement):
+        reason = "needs_gpu"
+    elif isinstance(exc, (TimeoutError, subprocess.TimeoutExpired)):
+        reason = "timeout"
+    elif isinstance(exc, FileNotFoundError):
+        reason = "tool_missing"
+    else:
+        reason = "tool_failed"
+    message = str(exc) if isinstance(exc, KerneloptError) else f"{type(exc).__name__}: {exc}"
+    return Failure(reason=reason, stage="profile", message=" ".join(message.split())[:2000] or type(exc).__name__)
+
+
+def profile_result(profiler: Profiler, problem: "Problem", candidate: "Candidate", *, out_dir: str | Path,
+                   seed: int = 0, guard: ContextManager[Any] | None = None) -> "ProfileResult":
+    """Profile `candidate` with `profiler` inside `guard` (e.g. the per-GPU lock, so a profile never
+    overlaps a timing); a failure of either is the result's `failure` (`profile_failure`), never an
+    exception: a version that cannot be profiled is still a measured version. Interrupts propagate."""
+    from kernelopt.models import ProfileResult
+
+    started = time.monotonic()
+    name = getattr(profiler, "name", type(profiler).__name__)
+    try:
+        with guard if guard is not None else contextlib.nullcontext():
+            metrics = profiler.profile(problem, candidate, out_dir=out_dir, seed=seed)
+        if metrics is None:
+            from kernelopt.errors import ToolFailed
+
+            raise ToolFailed(f"profiler {name} returned no metrics for {candidate.name}")
+    except Exception as exc:  # noqa: BLE001 - every profiler failure is data (see profile_failure)
+        return ProfileResult(profiler=name, failure=profile_failure(exc), wall_s=time.monotonic() - started)
+    return ProfileResult(profiler=name, metrics=metrics, wall_s=time.monotonic() - started,
+                         notes=[n for n in metrics.notes if n.startswith("FALLBACK")])
+
+
 def import_metrics(path: str | Path) -> "Metrics":
     """Metrics from an ncu raw CSV, an .ncu-rep or a JSON dump, with the roofline when the device is known."""
     from kernelopt.profile.devices import attach_roofline
@@ -85,4 +140,5 @@ def profile_candidate(
     return metrics
 
 
-__all__ = ["PROFILERS", "Profiler", "StaticProfiler", "get_profiler", "import_metrics", "profile_candidate"]
+__all__ = ["PROFILERS", "Profiler", "StaticProfiler", "get_profiler", "import_metrics", "profile_candidate",
+           "profile_failure", "profile_result"]

@@ -141,7 +141,7 @@ class NcuProfiler:
         result = run_in_child("profile", args, timeout_s=self.timeout_s, prefix=prefix, env={"TRITON_INTERPRET": "0"})
         output = (result.extra.get("stdout_tail") or "") + "\n" + result.stderr_tail
         if result.error_kind == "timeout":
-            raise ToolFailed(f"ncu timed out after {self.timeout_s:g} s profiling {candidate.name}")
+            raise ToolFailed(f"ncu timed out after {self.timeout_s:g} s profiling {candidate.name}", reason="timeout")
         reason = classify_ncu_failure(output)
         if reason and "ERR_NVGPUCTRPERM" in reason:
             return self._fallback(candidate, problem, seed, reason)
@@ -199,7 +199,7 @@ class NcuProfiler:
 
     def _fallback(self, candidate: Candidate, problem: Problem, seed: int, reason: str) -> Metrics:
         if not self.fallback_static:
-            raise ToolFailed(reason)
+            raise ToolFailed(reason, reason="tool_missing" if "not found" in reason else None)
         metrics = static_profile(problem, candidate, seed=seed)
         metrics.notes.insert(0, f"FALLBACK: no hardware counters ({reason}); static resources only")
         return metrics
@@ -223,7 +223,8 @@ def static_profile(problem: Problem, candidate: Candidate, *, seed: int = 0, tim
         result = run_in_child("static", args, timeout_s=timeout_s, env={"TRITON_INTERPRET": "0"})
         if not result.ok:
             if result.error_kind in ("compile", "runtime", "crash", "timeout"):
-                raise CandidateFailed(f"{candidate.name}: {result.error_kind}: {result.message}")
+                raise CandidateFailed(f"{candidate.name}: {result.error_kind}: {result.message}",
+                                      reason=result.error_kind)
             raise MissingRequirement(f"static report of {candidate.name}: {result.message}")
         static = [StaticResources.model_validate(s) for s in (result.value or {}).get("static", [])]
     else:

@@ -179,7 +179,8 @@ def ptxas_static(candidate: Candidate, *, arch: str = "sm_90") -> list[StaticRes
 
     nvcc = find_tool("nvcc")
     if nvcc is None:
-        raise MissingRequirement("nvcc not found: the static report of a CUDA kernel needs it (set CUDA_HOME)")
+        raise MissingRequirement("nvcc not found: the static report of a CUDA kernel needs it (set CUDA_HOME)",
+                                 reason="tool_missing")
     sources = cuda_sources(candidate.path)
     if not sources:
         return []
@@ -198,7 +199,8 @@ def ptxas_static(candidate: Candidate, *, arch: str = "sm_90") -> list[StaticRes
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S, check=False)
             except subprocess.TimeoutExpired:
-                raise ToolFailed(f"nvcc did not finish within {NVCC_TIMEOUT_S:g} s compiling {candidate.path}") from None
+                raise ToolFailed(f"nvcc did not finish within {NVCC_TIMEOUT_S:g} s compiling {candidate.path}",
+                                 reason="timeout") from None
             if proc.returncode != 0:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()
                 raise ToolFailed(f"nvcc failed on {candidate.path}: {tail[-1] if tail else proc.returncode}")

@@ -14,8 +14,8 @@ from kernelopt.harness.timing import speedup
 from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Timing, TimingStats
 from kernelopt.models.optimize import Proposal, RunState, Version
-from kernelopt.models.report import (BottleneckSummary, ConvergencePoint, RejectionRow, RunSummary, StrategyStats,
-                                     VersionRow)
+from kernelopt.models.report import (BottleneckSummary, ConvergencePoint, ProfileFailureRow, RejectionRow, RunSummary,
+                                     StrategyStats, VersionRow)
 from kernelopt.rundir import RunDir, atomic_write, iter_versions, verified_bytes
 
 INTERPRETER_LABEL = "interpreter wall time"
@@ -108,6 +108,10 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
         strategies=strategy_stats(list(rows.values()), state.failed_proposals),
         convergence=convergence(state),
         lessons=list(state.lessons),
+        profile_failures=[ProfileFailureRow(version=v.id, profiler=v.profiler,
+                                            reason=v.profile_failure.reason,
+                                            message=_one_line(v.profile_failure.message))
+                          for v in versions if v.profile_failure is not None],
         spent=spent_by_phase(state),
         spent_total_s=sum(state.spent.values()),
         refused=[v.refused for v in versions if v.refused],
