@@ -114,6 +114,109 @@ def test_a_stopped_engine_is_noticed_by_its_children(tmp_path):
         proc.wait(30)
 
 
+REPORT = r"""
+import json, sys
+from kernelopt.harness.evaluate import evaluate
+from kernelopt.problem import load_candidate, load_problem
+evs = evaluate(load_problem(sys.argv[1]), [load_candidate(c) for c in sys.argv[2:]], time=False, timeout_s=600)
+print(json.dumps([[e.failure.reason, e.failure.message] if e.failure else None for e in evs]))
+"""
+
+
+def _stop_and_kill(pids: list[int]) -> None:
+    """SIGCONT then SIGKILL: a stopped process must not outlive a failed test."""
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.parametrize("sig", ["SIGSTOP", "SIGTSTP"])
+def test_a_candidate_that_stops_the_engine_fails_and_the_command_ends(tmp_path, sig):
+    """SIGSTOP to the engine from a candidate: its verifier, running while its engine is stopped (a
+    Ctrl-Z would have stopped the verifier first), fails the candidate as tampered and continues the
+    engine, so the command ends instead of staying stopped forever. SIGTSTP (what a Ctrl-Z sends)
+    from a candidate is ignored: the engine is no terminal's foreground job, so it came from below."""
+    pidfile = tmp_path / "pids.txt"
+    env = {**os.environ, "KERNELOPT_TEST_PIDFILE": str(pidfile), "KERNELOPT_TEST_SIGNAL": sig}
+    proc = subprocess.Popen([sys.executable, "-c", REPORT, str(PROBLEM), str(ATT / "stop_engine.py"), str(ATT / "ok.py")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        out, _ = proc.communicate(timeout=60)  # about 10 s; before the fix it never ended
+        assert proc.returncode == 0
+        (stopper, ok) = json.loads(out.strip().splitlines()[-1])
+        if sig == "SIGSTOP":
+            assert stopper is not None and stopper[0] == "tampered" and "stopped" in stopper[1], stopper
+        else:
+            assert stopper is None  # ignored, and the candidate is right
+        assert ok is None
+    finally:
+        _stop_and_kill([proc.pid] + ([int(p) for p in pidfile.read_text().split()] if pidfile.exists() else []))
+        proc.wait(30)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_ctrl_z_stops_the_whole_run_and_is_not_taken_for_a_candidate(tmp_path):
+    """A terminal's Ctrl-Z: the verifier and the runner run in sessions of their own, so the SIGTSTP
+    reaches the engine alone. The engine stops them first, then itself; the verifier, stopped too,
+    does not take the stopped engine for a candidate's SIGSTOP (it would continue it); and when the
+    engine is continued (fg), the run goes on."""
+    import pty
+
+    pidfile = tmp_path / "pids.txt"
+    env = {**os.environ, "KERNELOPT_TEST_PIDFILE": str(pidfile)}
+    argv = [sys.executable, "-c", DRIVER, str(PROBLEM), str(ATT / "hang_report.py")]
+    shell, master = pty.fork()
+    if shell == 0:  # a shell: the engine is its foreground job, in a process group of its own
+        try:
+            child = os.fork()
+            if child == 0:
+                os.setpgid(0, 0)
+                os.execve(argv[0], argv, env)
+            try:
+                os.setpgid(child, child)
+            except OSError:
+                pass  # the child did it first and exec'd
+            os.tcsetpgrp(0, child)
+            os.waitpid(child, 0)
+        finally:
+            os._exit(0)
+    pids: list[int] = [shell]
+    try:
+        _wait_for(pidfile)
+        runner, verifier = (int(p) for p in pidfile.read_text().split())
+        engine = _parent(verifier)
+        pids += [engine, verifier, runner]
+        os.write(master, b"\x1a")  # Ctrl-Z
+        end = time.monotonic() + 20
+        while any(_state(p) != "T" for p in (engine, verifier, runner)) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert [_state(p) for p in (engine, verifier, runner)] == ["T", "T", "T"]
+        time.sleep(3)  # the verifier's watch polls every 0.25 s: it must not continue the engine
+        assert [_state(p) for p in (engine, verifier, runner)] == ["T", "T", "T"]
+        os.kill(engine, signal.SIGCONT)  # fg
+        end = time.monotonic() + 20
+        while any(_state(p) == "T" for p in (engine, verifier, runner)) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert all(_state(p) not in ("T", "gone") for p in (engine, verifier, runner))
+    finally:
+        _stop_and_kill(pids)
+        os.close(master)
+        os.waitpid(shell, 0)
+
+
 # --- 7. arenas ----------------------------------------------------------------------------------
 
 

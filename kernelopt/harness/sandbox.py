@@ -206,10 +206,19 @@ def _remove_own_dir() -> None:
 OWNER_STOP_GRACE_S = 60.0
 
 
-def _owner_stopped() -> bool:
+def _owner_state() -> str | None:
     pid_text, _, _ = os.environ.get(OWNER_VAR, "").partition(":")
     proc = _stat_of(int(pid_text)) if pid_text.isdigit() else None
-    return proc is not None and proc.state in ("T", "t")
+    return proc.state if proc is not None else None
+
+
+def _continue_owner() -> None:
+    pid_text, _, _ = os.environ.get(OWNER_VAR, "").partition(":")
+    if pid_text.isdigit() and _owner_gone() is False:  # by pid and start time: never a reused pid
+        try:
+            os.kill(int(pid_text), signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _kill_own_tree() -> None:
@@ -222,10 +231,14 @@ def _kill_own_tree() -> None:
     _kill_loop(lambda table: {p for p in table if p != os.getpid() and _under(_tag_of(p), own)})
 
 
-def watch_owner(interval_s: float = 0.25) -> None:
+def watch_owner(interval_s: float = 0.25, on_stopped: Callable[[], None] | None = None) -> None:
     """In a process `spawn` started: once the process that spawned it is gone (or stopped for
     `OWNER_STOP_GRACE_S`), kill what this one started and everything carrying its tag, remove
     its temp dir and exit.
+
+    With `on_stopped` (the verifier's), an owner found stopped on two polls in a row while this
+    process runs is not waited out: a Ctrl-Z stops this process before its owner (`_on_tstp`), so
+    the stop came from below, from a candidate. `on_stopped()` is called, then the owner continued.
 
     SIGKILL cannot be caught, so a killed kernelopt never runs its reaper; its children
     learn of it here instead. The verifier and runner would notice at their next read
@@ -244,9 +257,15 @@ def watch_owner(interval_s: float = 0.25) -> None:
     def watch() -> None:
         stopped_since: float | None = None
         while not _owner_gone():
-            if _owner_stopped():
+            state = _owner_state()
+            if state in ("T", "t"):
                 stopped_since = stopped_since or time.monotonic()
-                if time.monotonic() - stopped_since > grace:
+                # "t" is a debugger's stop (a candidate cannot ptrace the non-dumpable engine): waited out.
+                if on_stopped is not None and state == "T" and time.monotonic() - stopped_since >= interval_s:
+                    on_stopped()
+                    _continue_owner()
+                    stopped_since = None
+                elif time.monotonic() - stopped_since > grace:
                     break
             else:
                 stopped_since = None
@@ -764,7 +783,8 @@ def install_reaper() -> None:
     exit 128+signum otherwise, or the handler that was installed before). Signal
     handlers can only be installed from the main thread: a first call from another
     thread sets up the rest, and the next call from the main thread adds them. An
-    ignored signal stays ignored.
+    ignored signal stays ignored. SIGTSTP (Ctrl-Z), unless the caller handles it, stops the
+    spawned trees with this process and continues them with it (`_on_tstp`).
     """
     global _installed_pid, _handlers_pid, _subreaper
     with _lock:
@@ -780,6 +800,8 @@ def install_reaper() -> None:
                     continue
                 _prev_handlers[signum] = prev
                 signal.signal(signum, _on_signal)
+            if hasattr(signal, "SIGTSTP") and signal.getsignal(signal.SIGTSTP) is signal.SIG_DFL:
+                signal.signal(signal.SIGTSTP, _on_tstp)  # a handler of the caller's own stays
 
 
 def kill_descendants() -> None:
@@ -835,6 +857,72 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise SystemExit(128 + signum)
+
+
+def _on_tstp(signum: int, frame: FrameType | None) -> None:
+    """SIGTSTP (Ctrl-Z): stop the trees this process spawned, then this process; when it is
+    continued (fg, bg), continue them.
+
+    `spawn` starts every child in a session of its own, so a terminal's Ctrl-Z reaches this
+    process alone. Stopping the children first is what tells a Ctrl-Z from a candidate's SIGSTOP
+    of the engine: a verifier that finds its engine stopped while it runs itself takes the stop
+    for a candidate's (`watch_owner`'s `on_stopped`). A SIGTSTP while this process has children
+    and is not the foreground job of a terminal is ignored: a candidate below could have sent it,
+    and once the whole tree is stopped nothing is left to continue it.
+    """
+    me = os.getpid()
+    with _lock:
+        children = [c for c in _live.values() if c._owner == me and c.returncode is None]
+    if children and not _terminal_foreground():
+        return
+    stopped = _stop_trees(children)
+    os.kill(me, signal.SIGSTOP)
+    # Continued: continue what was stopped here (not what was stopped already, by someone else).
+    for pid, start in stopped:
+        proc = _stat_of(pid)
+        if proc is not None and proc.start == start:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _terminal_foreground() -> bool:
+    """Whether this process is in the foreground job of its controlling terminal (a Ctrl-Z's target)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False  # no controlling terminal
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _stop_trees(children: list[ChildProcess], deadline_s: float = 2.0) -> list[tuple[int, int]]:
+    """SIGSTOP every running process of `children`'s trees until a scan finds none running (a
+    process may fork between a scan and its stop); returns the (pid, start) of those stopped.
+    Linux only (`/proc`); elsewhere nothing is stopped and Ctrl-Z stops this process alone."""
+    keep = _protected()
+    stopped: dict[int, int] = {}
+    end = time.monotonic() + deadline_s
+    while True:
+        table = _proc_table()
+        targets: set[int] = set()
+        for child in children:
+            targets |= child._select(table)
+        running = [p for p in targets - keep if p in table and table[p].state not in ("T", "t", "Z", "X")]
+        for pid in running:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.setdefault(pid, table[pid].start)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not running or time.monotonic() > end:
+            return list(stopped.items())
+        time.sleep(0.005)
 
 
 # ---------------------------------------------------------------------------------------

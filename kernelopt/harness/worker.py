@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -46,6 +47,9 @@ from kernelopt.models.harness import (Candidate, Evaluation, Failure, FailureRea
                                       Verification)
 
 RUNNER_START_TIMEOUT_S = 180.0
+# Why a candidate fails when the engine was found stopped while it ran (see Verifier.engine_stopped).
+ENGINE_STOPPED = ("the engine was found stopped (SIGSTOP) while this candidate ran, and not by a Ctrl-Z (which "
+                  "stops the verifier first): the candidate stopped it; the engine was continued")
 # A reported time is not credible below this fraction of the roofline floor (bytes / peak bandwidth).
 FLOOR_FRACTION = 0.9
 # ... nor when the host spent this many times the reported time per call beyond the known overheads.
@@ -136,6 +140,10 @@ class Verifier:
         self.runner: Any = None
         self.runner_hosted = False
         self.chan: Channel | None = None
+        # A candidate in hand, and why the owner watch (another thread) failed it (engine_stopped).
+        self._hand_lock = threading.Lock()
+        self._in_hand = False
+        self._engine_stop: str | None = None
         # The first runner starts here, with the worker: its start (a Python process importing
         # torch and building the problem) is a one-off cost, and inside the first candidate's
         # wall_s it made the optimize loop size every later round as if each candidate paid it.
@@ -293,6 +301,8 @@ class Verifier:
                 reply.tampered = sorted(set(reply.tampered) | set(changed[:20] or ["the runner's guard report"]))
             return reply
         except ProtocolError as exc:
+            if self._engine_stop is not None:  # the owner watch killed the runner
+                raise RunnerGone("tampered", self._engine_stop) from None
             if exc.timeout:
                 raise RunnerGone("timeout", f"did not finish within {self.cfg.timeout_s:g} s") from None
             code = self.runner.wait(2.0) if self.runner is not None else None
@@ -315,6 +325,8 @@ class Verifier:
             ev.failure = Failure(reason="tampered", stage="load", message=refused)
             ev.wall_s = time.monotonic() - start
             return ev
+        with self._hand_lock:
+            self._in_hand, self._engine_stop = True, None
         last: RunnerReply | None = None
         if self.runner is not None and self.runner_hosted and (
             req.candidate.backend == "cuda" or (req.time and self.cuda) or self.cfg.isolate != "worker"
@@ -392,7 +404,14 @@ class Verifier:
                                  message="the candidate replaced functions the checks rely on: " + ", ".join(last.tampered))
             ev.timing = None
             ev.speedups = {}
-        restart = last is None or bool(last.tampered) or not last.device_ok or self.cfg.isolate != "worker"
+        with self._hand_lock:
+            self._in_hand = False
+            stopped_engine, self._engine_stop = self._engine_stop, None
+        if stopped_engine is not None and (ev.failure is None or ev.failure.reason != "tampered"):
+            ev.failure = Failure(reason="tampered", stage=_stage(ev), message=stopped_engine)
+            ev.timing, ev.speedups, ev.suspect = None, {}, []
+        restart = (last is None or bool(last.tampered) or not last.device_ok or self.cfg.isolate != "worker"
+                   or stopped_engine is not None)
         if last is not None and not last.device_ok and ev.failure is None:
             ev.failure = Failure(reason="runtime", stage=_stage(ev),
                                  message="the candidate left the device in an error state")
@@ -405,6 +424,18 @@ class Verifier:
                 "passed": False, "reason": ev.failure.reason, "message": ev.failure.message})
         ev.wall_s = time.monotonic() - start
         return ev
+
+    def engine_stopped(self) -> None:
+        """Called by the owner watch (another thread) when the engine is found stopped while this
+        process runs. A Ctrl-Z stops this process before the engine (`sandbox._on_tstp`), so the
+        stop came from below: the candidate in hand, if any, did it. Its runner is killed, and it
+        fails as tampered (`ENGINE_STOPPED`); the watch then continues the engine."""
+        with self._hand_lock:
+            if not self._in_hand:
+                return
+            self._engine_stop = ENGINE_STOPPED
+            if self.runner is not None:
+                self.runner.kill()
 
     def _cuda_without_gpu(self, req: EvaluateRequest) -> Failure:
         from kernelopt.harness.isolate import ChildError
@@ -648,8 +679,6 @@ class _Replies:
     after its result, which would reach the engine as a reply to the next request)."""
 
     def __init__(self, chan: Channel) -> None:
-        import threading
-
         self.chan = chan
         self.lock = threading.Lock()
         self.current: EvaluateRequest | None = None
@@ -689,8 +718,9 @@ def main(read_fd: int, write_fd: int) -> int:
     replies = _Replies(chan)
     progress = replies.progress
 
+    global _VERIFIER
     try:
-        verifier = Verifier(cfg, progress)
+        verifier = _VERIFIER = Verifier(cfg, progress)
     except BadInput as exc:
         chan.send(FatalReply(kind="bad_input", message=str(exc)))
         return 0
@@ -719,6 +749,15 @@ def main(read_fd: int, write_fd: int) -> int:
         verifier.close()
 
 
+# This process's verifier, once built: the owner watch reports a stopped engine to it.
+_VERIFIER: Verifier | None = None
+
+
+def _engine_stopped() -> None:
+    if _VERIFIER is not None:
+        _VERIFIER.engine_stopped()
+
+
 if __name__ == "__main__":
     from kernelopt.harness.sandbox import exit_cleanup, harden_process, install_reaper, watch_owner
 
@@ -726,7 +765,7 @@ if __name__ == "__main__":
     # (the references) or environment.
     harden_process()
     install_reaper()
-    watch_owner()
+    watch_owner(on_stopped=_engine_stopped)
     code = main(int(sys.argv[1]), int(sys.argv[2]))
     sys.stdout.flush()
     sys.stderr.flush()
