@@ -411,3 +411,42 @@ def test_sigterm_to_the_cli_runs_the_reaper(tmp_path: Path) -> None:
     code, _daemon, tmp = _cli_check_then_signal(tmp_path, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM  # the reaper's exit, not death by the signal
     assert not list(tmp.glob("kernelopt-child-*"))
+
+
+_THROUGH_PROC = """
+import sys
+for path in sys.argv[1:]:
+    try:
+        open(path, "a").write("pwned")
+        print("WROTE", path)
+    except OSError as exc:
+        print("BLOCKED", type(exc).__name__, path)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
+def test_the_gpu_sandbox_reaches_no_writable_view_through_proc(tmp_path: Path) -> None:
+    """On a GPU the sandbox has no pid namespace, so the candidate sees the user's processes. Their
+    `/proc/<pid>/root` and `/cwd` lead to the host's writable mounts, but a process in another user
+    namespace may not open them (docs/harness.md: the run directory stays read-only to it)."""
+    why = sandbox.sandbox_unavailable("cpu")
+    if why:
+        pytest.skip(f"no sandbox here: {why}")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    own = tmp_path / "own"
+    own.mkdir()
+    bystander = subprocess.Popen(["sleep", "60"], cwd=tmp_path)  # a dumpable process of the user's
+    try:
+        argv = sandbox.sandbox_argv([sys.executable, "-c", _THROUGH_PROC, str(victim),
+                                     f"/proc/{bystander.pid}/root{victim}", f"/proc/{bystander.pid}/cwd/victim.txt"],
+                                    writable=[str(own)], device="cuda:0")
+        assert "--pid" not in argv  # the GPU's namespaces, run on the CPU
+        env = {**os.environ, "KERNELOPT_SANDBOX_DEVICE": "cpu"}
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    finally:
+        bystander.kill()
+        bystander.wait()
+    lines = [line for line in out.stdout.splitlines() if line.startswith(("WROTE", "BLOCKED"))]
+    assert len(lines) == 3 and all(line.startswith("BLOCKED") for line in lines), (out.stdout, out.stderr)
+    assert victim.read_text() == "keep"

@@ -310,6 +310,30 @@ def test_sandbox_view_is_read_only_without_network_and_pids(tmp_path, monkeypatc
     assert victim.read_text() == "keep"
 
 
+@pytest.mark.parametrize("isolate", ["worker", "sandbox"])
+def test_only_the_sandbox_keeps_a_candidate_from_rewriting_the_event_log(tmp_path, isolate):
+    """The limit docs/harness.md states: a candidate running as the user finds the run directory from
+    its own `__file__` and rewrites events.jsonl (nothing can tell without a secret it cannot read);
+    in the sandbox the run directory is read-only to it."""
+    import shutil
+
+    if isolate == "sandbox":
+        _need_sandbox()
+    version = tmp_path / "run" / "v1"
+    version.mkdir(parents=True)
+    log = tmp_path / "run" / "events.jsonl"
+    log.write_text('{"seq": 0}\n')
+    shutil.copy(ATT / "rewrite_log.py", version / "kernel.py")
+    (ev,) = evaluate(load_problem(PROBLEM), [load_candidate(version / "kernel.py")], time=False, timeout_s=60,
+                     isolate=isolate)
+    assert ev.failure is not None and ev.failure.reason == "incorrect", ev.failure
+    if isolate == "worker":
+        assert "REWROTE" in (ev.failure.stdout or "") and "forged" in log.read_text()
+    else:
+        assert "BLOCKED" in (ev.failure.stdout or "") and "Read-only file system" in (ev.failure.stdout or "")
+        assert log.read_text() == '{"seq": 0}\n'
+
+
 def test_sandbox_falls_back_in_one_line_where_there_is_none(monkeypatch, capsys):
     from kernelopt.harness import sandbox
 
