@@ -23,6 +23,13 @@ and on the CPU, in a small mode that proves the script end to end (SMALL shapes,
 interpreter, a few evaluations; the figures are interpreter wall times, not GPU times):
 
   python3 benchmarks/transfer.py --small -o /tmp/transfer_small
+
+Resumable: OUT/runs holds every run directory and store, and is the state. Killed (a device
+call's time limit: `timeout 580 python3 benchmarks/transfer.py ...`, SIGTERM or SIGKILL), the
+same command again reads the finished runs as they are, resumes the one that was cut, and goes
+on; OUT/transfer.json and transfer.md are rewritten after every run (`complete: false` and the
+problems still to do until the last one), so what was measured is saved whatever stops it.
+Exit 0 when complete, 143 when stopped by SIGTERM/Ctrl-C (run it again), 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -32,9 +39,9 @@ import datetime
 import json
 import math
 import shutil
+import signal
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +104,18 @@ def retimed_speedup(run_dir: Path) -> float | None:
 
 
 def run_one(name: str, run_dir: Path, db: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Optimize `name` in `run_dir` against the store `db` (or resume/read an earlier call's run).
+    A run that cannot go on (its starting kernel fails, a tool is missing) is an `error` entry."""
+    from kernelopt.errors import KerneloptError
+
+    try:
+        return _run_one(name, run_dir, db, args)
+    except KerneloptError as exc:
+        print(f"  {name}: {type(exc).__name__}: {exc}", flush=True)
+        return {"run_dir": str(run_dir), "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _run_one(name: str, run_dir: Path, db: Path, args: argparse.Namespace) -> dict[str, Any]:
     from kernelopt.experience.store import ExperienceStore
     from kernelopt.optimize import loop
     from kernelopt.suite import small_shape
@@ -105,7 +124,6 @@ def run_one(name: str, run_dir: Path, db: Path, args: argparse.Namespace) -> dic
 
     folder = SUITE / name
     overrides = small_shape(folder / "problem.py") if args.small else {}
-    started = time.monotonic()
     say = lambda text: print(f"  {name}: {text}", flush=True)  # noqa: E731
     # seed=False: the shipped seed experience is left out of both runs, so A's store is empty.
     with ExperienceStore(db, seed=False) as store:
@@ -123,7 +141,10 @@ def run_one(name: str, run_dir: Path, db: Path, args: argparse.Namespace) -> dic
                           proposals_per_member=args.proposals, seed=args.seed, baselines=(), trials=args.trials,
                           profile=args.profile, experience=store, family=PROBLEMS.get(name), progress=say)
     traj = trajectory(run_dir)
-    return {"run_dir": str(run_dir), "wall_s": round(time.monotonic() - started, 1), "evaluations": len(traj),
+    # The run's own wall seconds, every call that worked on it (its `spent` events), by phase.
+    spent = RunDir.open(run_dir, readonly=True).replay().spent
+    return {"run_dir": str(run_dir), "wall_s": round(sum(spent.values()), 1),
+            "spent_s": {k: round(v, 1) for k, v in spent.items()}, "evaluations": len(traj),
             "trajectory": [None if x is None else round(x, 4) for x in traj],
             "final": traj[-1] if traj else None, "retimed_final": retimed_speedup(run_dir)}
 
@@ -147,9 +168,17 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def done(r: dict[str, Any]) -> bool:
+    """Both runs of a problem finished without an error."""
+    return all(k in r and "error" not in r[k] for k in ("A", "B"))
+
+
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    """Per-problem figures (in place) and the overall ones, over the problems with both runs done."""
     ratios, finals_a, finals_b = [], [], []
     for r in results.values():
+        if not done(r):
+            continue
         a, b = r["A"], r["B"]
         target = TARGET_SHARE * (a["final"] or 1.0)
         r["target_speedup"] = round(target, 4)
@@ -167,7 +196,10 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     median_ratio = statistics.median(ratios) if ratios else None
     return {"median_evals_ratio_A_over_B": median_ratio, "geomean_final_A": gm_a, "geomean_final_B": gm_b,
             "target_met": bool(median_ratio is not None and median_ratio >= 2 and gm_a and gm_b and gm_b >= gm_a),
-            "problems": len(results)}
+            "problems": sum(done(r) for r in results.values()),
+            "pending": [n for n, r in results.items() if not all(k in r for k in ("A", "B"))],
+            "errors": {f"{n} {k}": r[k]["error"] for n, r in results.items() for k in ("A", "B")
+                       if k in r and "error" in r[k]}}
 
 
 def provenance(started: datetime.datetime, small: bool) -> dict[str, Any]:
@@ -200,17 +232,37 @@ def render(doc: dict[str, Any]) -> str:
              "A: empty experience store. B: the other problems' A outcomes (never its own). Same budget and seed.",
              f"Times are {'interpreter wall times on the CPU (SMALL shapes): not GPU figures' if doc['settings']['small'] else 'GPU times (evaluation medians)'}.",
              "", "| problem | family | target (95% of A final) | A evals to target | B evals to target | A/B | "
-                 "A final | B final | A re-timed | B re-timed | B store records |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "A final | B final | A re-timed | B re-timed | B store records | A wall s | B wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in doc["results"].items():
+        if not done(r):
+            continue
         lines.append(f"| {name} | {r['family']} | {x(r['target_speedup'])} | {r['A']['evals_to_95'] or 'never'} | "
                      f"{r['B']['evals_to_95'] or 'never'} | {r['evals_ratio'] if r['evals_ratio'] is not None else '-'} | "
                      f"{x(r['A']['final'])} | {x(r['B']['final'])} | {x(r['A']['retimed_final'])} | "
-                     f"{x(r['B']['retimed_final'])} | {r['B']['store_records']} |")
+                     f"{x(r['B']['retimed_final'])} | {r['B']['store_records']} | {r['A']['wall_s']} | "
+                     f"{r['B']['wall_s']} |")
     lines += ["", f"Overall: median A/B evaluations to the target {s['median_evals_ratio_A_over_B']} (target >= 2); "
                   f"geomean final A {x(s['geomean_final_A'])}, B {x(s['geomean_final_B'])} (target B >= A); "
                   f"target met: {'yes' if s['target_met'] else 'no'}.", ""]
-    return "\n".join(lines)
+    if not doc["complete"]:
+        lines += [f"Incomplete: still to do {', '.join(s['pending']) or '-'} (run the same command again: it "
+                  "resumes).", ""]
+    lines += [f"Error: {k}: {v}" for k, v in s["errors"].items()]
+    return "\n".join(lines) + ("\n" if s["errors"] else "")
+
+
+def save(out: Path, settings: dict[str, Any], results: dict[str, Any], started: datetime.datetime, small: bool,
+         complete: bool) -> dict[str, Any]:
+    """transfer.json and transfer.md as they stand (written whole, atomically: a kill mid-write keeps
+    the previous ones)."""
+    from kernelopt.rundir import atomic_write
+
+    doc = {"settings": settings, "complete": complete, "summary": summarize(results), "results": results,
+           "provenance": provenance(started, small)}
+    atomic_write(out / "transfer.json", json.dumps(doc, indent=2) + "\n")
+    atomic_write(out / "transfer.md", render(doc))
+    return doc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,21 +306,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     saved.write_text(json.dumps(settings, indent=2) + "\n")
     results: dict[str, Any] = {n: {"family": PROBLEMS[n]} for n in names}
-    for name in names:  # A: each problem alone, its own empty store
-        print(f"A {name}", flush=True)
-        results[name]["A"] = run_one(name, work / "A" / name, work / "A" / f"{name}.db", args)
-    for name in names:  # B: a store of the other problems' A outcomes
-        db = work / "B" / f"{name}.db"
-        db.parent.mkdir(parents=True, exist_ok=True)
-        if not (work / "B" / name / "events.jsonl").is_file():
-            db.unlink(missing_ok=True)  # built afresh from the A stores, never with B's own records
-        n = leave_one_out_store(db, [work / "A" / f"{o}.db" for o in names if o != name])
-        print(f"B {name} ({n} records of the other problems)", flush=True)
-        results[name]["B"] = {**run_one(name, work / "B" / name, db, args), "store_records": n}
-    doc = {"settings": settings, "summary": summarize(results), "results": results,
-           "provenance": provenance(started, small)}
-    (out / "transfer.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (out / "transfer.md").write_text(render(doc))
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # the engine and its workers shut down; the run resumes next time
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        for name in names:  # A: each problem alone, its own empty store
+            print(f"A {name}", flush=True)
+            results[name]["A"] = run_one(name, work / "A" / name, work / "A" / f"{name}.db", args)
+            save(out, settings, results, started, small, complete=False)
+        for name in names:  # B: a store of the other problems' A outcomes
+            db = work / "B" / f"{name}.db"
+            db.parent.mkdir(parents=True, exist_ok=True)
+            if not (work / "B" / name / "events.jsonl").is_file():
+                db.unlink(missing_ok=True)  # built afresh from the A stores, never with B's own records
+            n = leave_one_out_store(db, [work / "A" / f"{o}.db" for o in names if o != name])
+            print(f"B {name} ({n} records of the other problems)", flush=True)
+            results[name]["B"] = {**run_one(name, work / "B" / name, db, args), "store_records": n}
+            save(out, settings, results, started, small, complete=False)
+    except KeyboardInterrupt:
+        save(out, settings, results, started, small, complete=False)
+        print(f"interrupted: what finished is in {out}/transfer.json; run the same command again to resume",
+              file=sys.stderr, flush=True)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    doc = save(out, settings, results, started, small, complete=True)
     print(render(doc))
     return 0
 
