@@ -198,6 +198,8 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             "target_met": bool(median_ratio is not None and median_ratio >= 2 and gm_a and gm_b and gm_b >= gm_a),
             "problems": sum(done(r) for r in results.values()),
             "pending": [n for n, r in results.items() if not all(k in r for k in ("A", "B"))],
+            # A found nothing past 1/0.95 of v0: v0 itself reaches the target, both runs at evaluation 1.
+            "no_room": [n for n, r in results.items() if done(r) and r["A"]["evals_to_95"] == 1],
             "errors": {f"{n} {k}": r[k]["error"] for n, r in results.items() for k in ("A", "B")
                        if k in r and "error" in r[k]}}
 
@@ -227,13 +229,18 @@ def render(doc: dict[str, Any]) -> str:
         return f"{v:.3f}x" if isinstance(v, (int, float)) else "-"
 
     lines = ["# Transfer across problems (leave-one-out)", "",
-             "Provenance: " + ", ".join(f"{k} {v}" for k, v in prov.items()), "",
-             f"Settings: {doc['settings']}", "",
-             "A: empty experience store. B: the other problems' A outcomes (never its own). Same budget and seed.",
-             f"Times are {'interpreter wall times on the CPU (SMALL shapes): not GPU figures' if doc['settings']['small'] else 'GPU times (evaluation medians)'}.",
-             "", "| problem | family | target (95% of A final) | A evals to target | B evals to target | A/B | "
-                 "A final | B final | A re-timed | B re-timed | B store records | A wall s | B wall s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Provenance: " + ", ".join(f"{k} {v}" for k, v in prov.items()), ""]
+    if len(doc.get("calls", [])) > 1:
+        lines += [f"Measured in {len(doc['calls'])} calls (each resumed what the one before left): "
+                  + "; ".join(f"{c.get('started')} commit {c.get('kernelopt_commit')}" for c in doc["calls"]), ""]
+    times = ("interpreter wall times on the CPU (SMALL shapes): not GPU figures" if doc["settings"]["small"]
+             else "GPU times (evaluation medians)")
+    lines += [f"Settings: {doc['settings']}", "",
+              "A: empty experience store. B: the other problems' A outcomes (never its own). Same budget and seed.",
+              f"Times are {times}. Wall s: the run's own seconds, every call that worked on it.",
+              "", "| problem | family | target (95% of A final) | A evals to target | B evals to target | A/B | "
+                  "A final | B final | A re-timed | B re-timed | B store records | A wall s | B wall s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in doc["results"].items():
         if not done(r):
             continue
@@ -245,6 +252,10 @@ def render(doc: dict[str, Any]) -> str:
     lines += ["", f"Overall: median A/B evaluations to the target {s['median_evals_ratio_A_over_B']} (target >= 2); "
                   f"geomean final A {x(s['geomean_final_A'])}, B {x(s['geomean_final_B'])} (target B >= A); "
                   f"target met: {'yes' if s['target_met'] else 'no'}.", ""]
+    if s["no_room"]:
+        lines += [f"No room to measure transfer on {', '.join(s['no_room'])}: A's final speedup is under "
+                  f"{1 / TARGET_SHARE:.3f}x, so v0 already reaches the target and both runs count 1 evaluation "
+                  "(A/B 1 in the median).", ""]
     if not doc["complete"]:
         lines += [f"Incomplete: still to do {', '.join(s['pending']) or '-'} (run the same command again: it "
                   "resumes).", ""]
@@ -258,8 +269,11 @@ def save(out: Path, settings: dict[str, Any], results: dict[str, Any], started: 
     the previous ones)."""
     from kernelopt.rundir import atomic_write
 
+    calls = out / "runs" / "calls.jsonl"
     doc = {"settings": settings, "complete": complete, "summary": summarize(results), "results": results,
-           "provenance": provenance(started, small)}
+           "provenance": provenance(started, small),
+           # Every call that worked on the measurement (a resumed one spans several), oldest first.
+           "calls": [json.loads(x) for x in calls.read_text().splitlines() if x.strip()] if calls.is_file() else []}
     atomic_write(out / "transfer.json", json.dumps(doc, indent=2) + "\n")
     atomic_write(out / "transfer.md", render(doc))
     return doc
@@ -305,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{out}: holds runs with other settings ({saved}); give another -o", file=sys.stderr)
         return 2
     saved.write_text(json.dumps(settings, indent=2) + "\n")
+    with (work / "calls.jsonl").open("a") as f:
+        f.write(json.dumps(provenance(started, small)) + "\n")
     results: dict[str, Any] = {n: {"family": PROBLEMS[n]} for n in names}
 
     def stop(signum: int, frame: Any) -> None:

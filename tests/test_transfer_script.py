@@ -68,3 +68,4 @@ def test_transfer_saves_after_every_run_and_resumes(tmp_path: Path, monkeypatch:
     events = [json.loads(x) for x in (out / "runs" / "B" / "gelu" / "events.jsonl").read_text().splitlines()]
     assert [e["type"] for e in events].count("resumed") == 2  # cut twice, resumed twice
     assert "| gelu | elementwise |" in (out / "transfer.md").read_text()
+    assert len(doc["calls"]) == 3 and "Measured in 3 calls" in (out / "transfer.md").read_text()
