@@ -47,6 +47,8 @@ CASES = {
     "flat_rows": (lambda: T("flat_elementwise").apply(read(S / "bias_silu_residual" / "kernel.py"),
                                                       "bias_silu_residual_kernel"), "bias_silu_residual_kernel",
                   {"BLOCK": 1024}),
+    "flat_strided": (lambda: T("flat_elementwise").apply(read(FIX / "add_transposed_2d.py"), "add_strided"),
+                     "add_strided", {"BLOCK_N": 1024}),
     "dot_trans": (lambda: T("dot_inner_product").apply(read(FIX / "linear_rowwise_reduce.py"), "xwt"),
                   "xwt", {"R": 64, "C": 64, "KB": 32}),
     "dot_plain": (lambda: T("dot_inner_product").apply(read(FIX / "matmul_broadcast_reduce.py"), "outer_sum_mm"),

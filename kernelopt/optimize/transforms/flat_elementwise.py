@@ -3,22 +3,29 @@
 A kernel that gives each program one row (`row = tl.program_id(0)`, `cols = tl.arange(0,
 BLOCK)`, `mask = cols < n_cols`) or one (row, column block) of a 2-D grid sizes its block
 by the row: short rows leave most lanes masked off, long rows put a whole row's worth of
-registers in one program. When every row is `n_cols` apart (the tensors are contiguous)
-the same work is one index space of `rows * n_cols` elements, cut into BLOCK-sized
-programs where BLOCK is a free knob:
+registers in one program. The same work is one index space of `rows * n_cols` elements,
+cut into BLOCK-sized programs where BLOCK is a free knob:
 
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     row = offs // n_cols
     cols = offs % n_cols
 
-Every expression built from `row` and `cols` keeps its meaning lane by lane (a bias
-indexed by `cols` is gathered per lane), and the column mask becomes `offs < numel`, the
-tail of the flat range. With `n_cols` a multiple of 16 (Triton specialises such
-arguments) the compiler still proves 16-element contiguity of `row * n_cols + cols`, so
-loads stay vectorised.
+Only `row` and `cols` are redefined; every expression built from them keeps its meaning
+lane by lane, so the rewrite holds for any addressing the kernel does, whatever the row
+stride: `x_ptr + row * stride_row + cols * stride_col` is still each element's address
+when `stride_row` is not `n_cols` (a sliced or transposed view) - each program then reads
+its rows' segments instead of one contiguous run. The column mask becomes `offs < numel`,
+the tail of the flat range: every lane below it has `row < rows` and `cols < n_cols`. With
+`n_cols` and the strides multiples of 16 (Triton specialises such arguments) the compiler
+still proves 16-element contiguity of the addresses, so loads stay vectorised.
 
-It declines kernels that are not elementwise (loops, reductions, dots, atomics, branches),
-rows addressed with a stride other than the row length, and loads or stores without a mask.
+What the per-lane argument needs, and so what it declines: no lane may see another
+(loops, reductions, dots, scans, atomics, indexing or reshaping a block, branches, also
+inside a @triton.jit helper the kernel calls, or a call it cannot read); nothing may read
+the grid (another `program_id`, `tl.num_programs`) or state a layout to the compiler that
+the flat index breaks (`tl.multiple_of`, `tl.max_contiguous`, `tl.max_constancy`,
+`tl.assume`); and every load or store whose address depends on the row or the column is
+masked by the column mask, so the flat tail stays inside the data.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from kernelopt.optimize.transforms.triton_edit import (
     launch_args,
     literal_tuple,
     name_loads,
+    names_read,
+    names_stored,
     parse_for_apply,
     program_ids,
     single_binding,
@@ -49,6 +58,10 @@ NAME = "flat_elementwise"
 _NOT_ELEMENTWISE = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "cumsum", "cumprod",
                     "associative_scan", "dot", "dot_scaled", "histogram", "sort", "gather", "split", "join",
                     "reshape", "view", "permute", "trans", "broadcast_to", "expand_dims", "interleave"}
+# Facts told to the compiler about a block's layout: true of the per-row index, not of the flat one.
+_HINTS = {"multiple_of", "max_contiguous", "max_constancy", "assume"}
+# Python builtins a kernel may call on scalars and constexprs.
+_BUILTINS = {"min", "max", "abs", "int", "float", "bool", "len", "print", "isinstance"}
 
 
 class _Plan:
@@ -60,6 +73,7 @@ class _Plan:
         self.block = ""  # the constexpr block parameter
         self.n_cols = ""  # the runtime parameter the column mask compares against
         self.compares: list[ast.Compare] = []
+        self.col_pid = ""  # the name the column-block program id is bound to, if any
 
 
 def _pid_axis(fn: ast.FunctionDef, node: ast.AST, p: Parsed) -> int | None:
@@ -102,19 +116,63 @@ def _mask_of(call: ast.Call, store: bool) -> ast.AST | None:
     return call.args[pos] if len(call.args) > pos else None
 
 
+def _lane_crossing(p: Parsed, fn: ast.FunctionDef, seen: set[str]) -> str | None:
+    """Why a lane of `fn` may see another lane, the grid or a layout fact (None: it cannot).
+    @triton.jit helpers it calls are read the same way; a call it cannot read is a reason."""
+    al = p.al
+    helper = bool(seen)
+    seen = seen | {fn.name}
+    where = f" in {fn.name}" if helper else ""
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.For, ast.While, ast.If, ast.IfExp, ast.Return)) and not (
+                helper and isinstance(node, ast.Return)):
+            return f"not elementwise: a {type(node).__name__.lower()} at line {node.lineno}{where}"
+        if isinstance(node, ast.Subscript):
+            return f"not elementwise: indexes a block (line {node.lineno}{where})"
+        if not isinstance(node, ast.Call):
+            continue
+        attr = al.tl_attr(node.func)
+        if attr in _NOT_ELEMENTWISE or (attr or "").startswith("atomic_"):
+            return f"not elementwise: calls tl.{attr} (line {node.lineno}{where})"
+        if attr == "num_programs" or (helper and attr == "program_id"):
+            return f"reads the grid: tl.{attr} at line {node.lineno}{where} means another thing on the flat grid"
+        if attr in _HINTS:
+            return (f"a compiler hint tl.{attr} at line {node.lineno}{where} states a layout of the per-row index "
+                    "that the flat index does not have")
+        if attr is None and isinstance(node.func, ast.Attribute) and node.func.attr in _NOT_ELEMENTWISE:
+            return f"not elementwise: calls .{node.func.attr}() (line {node.lineno}{where})"
+        if isinstance(node.func, ast.Name):
+            name = node.func.id
+            if name in p.kernels:
+                if name not in seen:
+                    why = _lane_crossing(p, p.kernels[name].fn, seen)
+                    if why:
+                        return why
+            elif name not in _BUILTINS and name not in al.bare:
+                return f"calls {name} (line {node.lineno}{where}), whose body is not a @triton.jit function of this file"
+    return None
+
+
+def _depends_on(fn: ast.FunctionDef, names: set[str]) -> set[str]:
+    """`names` and every name assigned (anywhere in the straight kernel body) from one of them."""
+    out = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None \
+                    and names_read(node.value) & out:
+                new = names_stored(node) - out  # `x_ptr += row * n` too: its target is a store
+                out |= new
+                changed = changed or bool(new)
+    return out
+
+
 def _plan(p: Parsed, k: JitKernel) -> _Plan | str:
     fn, al = k.fn, p.al
-    for node in ast.walk(fn):
-        if isinstance(node, (ast.For, ast.While, ast.If, ast.IfExp, ast.Return)):
-            return f"not elementwise: a {type(node).__name__.lower()} at line {node.lineno}"
-        if isinstance(node, ast.Call):
-            attr = al.tl_attr(node.func)
-            if attr in _NOT_ELEMENTWISE or (attr or "").startswith("atomic_"):
-                return f"not elementwise: calls tl.{attr} (line {node.lineno})"
-            if isinstance(node.func, ast.Attribute) and node.func.attr in _NOT_ELEMENTWISE and attr is None:
-                return f"not elementwise: calls .{node.func.attr}() (line {node.lineno})"
-        if isinstance(node, ast.Subscript):
-            return f"not elementwise: indexes a block (line {node.lineno})"
+    why = _lane_crossing(p, fn, set())
+    if why:
+        return why
     pids = program_ids(k, al)
     if not pids:
         return "reads no program id"
@@ -139,6 +197,7 @@ def _plan(p: Parsed, k: JitKernel) -> _Plan | str:
                         ax = _pid_axis(fn, x, p)
                         if ax is not None and isinstance(y, ast.Name) and y.id == blk:
                             block, axis = blk, ax
+                            plan.col_pid = x.id if isinstance(x, ast.Name) else ""
         if block is not None:
             plan.col_stmt, plan.block, plan.col_axis = stmt, block, axis
             break
@@ -167,6 +226,12 @@ def _plan(p: Parsed, k: JitKernel) -> _Plan | str:
         return "reads a program id beyond the row and the column block"
     if plan.col_axis is not None and len(pids[plan.col_axis]) != 1:
         return "reads the column-block program id more than once"
+    if plan.col_pid:
+        inside = {id(n) for n in ast.walk(plan.col_stmt.value)}
+        beyond = [n for n in name_loads(fn, plan.col_pid) if id(n) not in inside]
+        if beyond:
+            return (f"uses the column-block program id {plan.col_pid} beyond {col} (line {beyond[0].lineno}): "
+                    "it has no flat counterpart")
     # The column mask: cols < n_cols, with n_cols a runtime parameter.
     for node in ast.walk(fn):
         if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == col
@@ -179,21 +244,17 @@ def _plan(p: Parsed, k: JitKernel) -> _Plan | str:
     plan.n_cols = bounds.pop()
     if plan.n_cols not in k.params or plan.n_cols in k.constexprs:
         return f"the column bound {plan.n_cols} is not a runtime parameter of the kernel"
-    # Rows must be n_cols apart: every use of row is row * n_cols, or inside a masked load's address.
-    load_ptrs = [n.args[0] for n in ast.walk(fn) if isinstance(n, ast.Call) and al.tl_attr(n.func) == "load" and n.args]
-    scaled = {id(side) for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
-              for side, other in ((n.left, n.right), (n.right, n.left))
-              if isinstance(other, ast.Name) and other.id == plan.n_cols}
-    in_loads = {id(n) for ptr in load_ptrs for n in ast.walk(ptr)}
-    for use in name_loads(fn, row):
-        if id(use) not in scaled and id(use) not in in_loads:
-            return (f"{row} is used other than as {row} * {plan.n_cols} (line {use.lineno}): rows that are not "
-                    "n_cols apart would make the flat index a gather")
-    # Every access is masked by the column mask, so the flat tail stays inside the data.
+    # Every access whose address depends on the row or the column is masked by the column
+    # mask, so the flat tail stays inside the data. (Rows need not be n_cols apart: each lane
+    # keeps its own row and column, so any row stride addresses the same element as before.)
     compare_ids = {id(c) for c in plan.compares}
+    varying = _depends_on(fn, {row, col})
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and al.tl_attr(node.func) in ("load", "store"):
-            mask = _mask_of(node, al.tl_attr(node.func) == "store")
+            store = al.tl_attr(node.func) == "store"
+            if not store and node.args and not names_read(node.args[0]) & varying:
+                continue  # one address for every lane (a scalar parameter): same on the flat grid
+            mask = _mask_of(node, store)
             if mask is None or not any(id(n) in compare_ids for e in _expand(fn, mask) for n in ast.walk(e)):
                 return f"a tl.{al.tl_attr(node.func)} at line {node.lineno} is not masked by {col} < {plan.n_cols}"
     for stmt in (plan.row_stmt, plan.col_stmt):
@@ -281,7 +342,7 @@ class FlatElementwise:
             new = defs[id(stmt)]
             if stmt is first:
                 indent = p.src.data[p.src.line_starts[stmt.lineno - 1]:p.src.start(stmt)].decode()
-                new = (f"# one flat index over rows of {nc} elements (contiguous rows)\n{indent}"
+                new = (f"# one flat index over rows of {nc} elements\n{indent}"
                        f"{offs} = {tl}.program_id(0) * {blk} + {tl}.arange(0, {blk})\n{indent}{new}")
             edits.append((p.src.start(stmt), p.src.end(stmt), new))
         for cmp in plan.compares:
