@@ -1,10 +1,12 @@
 """Compile one @triton.jit kernel of a file for sm_90 offline (no GPU, no driver) and print JSON.
 
 Run as a script in a process without TRITON_INTERPRET (the tests' own process interprets):
-    python3 tests/sm90_compile.py FILE KERNEL '{"BLOCK": 1024}'
+    python3 tests/sm90_compile.py FILE KERNEL '{"BLOCK": 1024}' ['["n_cols", "stride"]']
 Parameters: constexprs take the given values, pointers (bare terms of a tl.load/tl.store
-address, or of an atomic's) are *fp32, every other parameter i32. Prints {"ok": true, "ptx_lines": N, "ttir_dots": N} or
-{"ok": false, "error": "..."}. It catches what only the compiler checks: scalar types
+address, or of an atomic's) are *fp32, every other parameter i32; those named in the optional
+fourth argument (and every pointer) are specialised as multiples of 16, as Triton does at a
+launch where they are. Prints {"ok": true, "ptx_lines": N, "ttir_dots": N, "ptx_v4": N} (ptx_v4:
+128-bit global loads and stores) or {"ok": false, "error": "..."}. It catches what only the compiler checks: scalar types
 through tl.where and if, tl.range over runtime bounds, tl.dot operand layouts.
 """
 
@@ -18,6 +20,7 @@ import sys
 
 def main() -> None:
     path, kname, consts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    aligned = set(json.loads(sys.argv[4])) if len(sys.argv) > 4 else set()
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -38,10 +41,13 @@ def main() -> None:
     try:
         spec.loader.exec_module(mod)  # type: ignore[union-attr]
         fn = getattr(mod, kname)
-        src = ASTSource(fn=fn, signature=sig, constexprs={n: consts.get(n, 1) for n in k.constexprs})
+        attrs = {(k.params.index(n),): [["tt.divisibility", 16]] for n in k.params
+                 if n in aligned or (aligned and sig[n] == "*fp32")} or None
+        src = ASTSource(fn=fn, signature=sig, constexprs={n: consts.get(n, 1) for n in k.constexprs}, attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32))
-        print(json.dumps({"ok": True, "ptx_lines": compiled.asm["ptx"].count("\n"),
-                          "ttir_dots": compiled.asm["ttir"].count("tt.dot ")}))
+        ptx = compiled.asm["ptx"]
+        print(json.dumps({"ok": True, "ptx_lines": ptx.count("\n"), "ttir_dots": compiled.asm["ttir"].count("tt.dot "),
+                          "ptx_v4": ptx.count("ld.global.v4") + ptx.count("st.global.v4")}))
     except Exception as exc:  # noqa: BLE001 - the message is the result
         print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}))
 

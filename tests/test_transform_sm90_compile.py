@@ -76,12 +76,14 @@ CASES = {
 }
 
 
-def compile_sm90(tmp_path, source: str, kernel: str, consts: dict) -> dict:
+def compile_sm90(tmp_path, source: str, kernel: str, consts: dict, aligned: list[str] | None = None) -> dict:
     path = tmp_path / "candidate.py"
     path.write_text(source)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, str(ROOT / "tests" / "sm90_compile.py"), str(path), kernel, json.dumps(consts)],
+    extra = [json.dumps(aligned)] if aligned is not None else []
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "sm90_compile.py"), str(path), kernel, json.dumps(consts),
+                        *extra],
                        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
     assert lines, r.stderr[-2000:]
@@ -96,6 +98,28 @@ def test_compiles_for_sm90(case, tmp_path):
     if not result["ok"] and "driver" in result["error"].lower():
         pytest.skip(f"this Triton cannot compile offline: {result['error'][:200]}")
     assert result["ok"], result.get("error")
+
+
+@pytest.mark.slow
+def test_flat_rows_addressed_by_strides_keep_128_bit_accesses(tmp_path):
+    # the flat index recomputes row and column per lane; with the row length and the strides
+    # multiples of 16 (Triton specialises them at such a launch) the compiler still proves 16-element
+    # runs, so the rewrite keeps every 128-bit load and store the original had; with a ragged row
+    # length neither has any
+    source = read(FIX / "add_transposed_2d.py")
+    flat = T("flat_elementwise").apply(source, "add_strided")
+    consts = {"BLOCK_N": 1024}
+    counts = {}
+    for name, src in (("original", source), ("flat", flat)):
+        for aligned in (True, False):
+            ints = ["stride_am", "stride_bm", "stride_cm"] + (["N", "numel"] if aligned else [])
+            result = compile_sm90(tmp_path, src, "add_strided", consts, ints)
+            if not result["ok"] and "driver" in result["error"].lower():
+                pytest.skip(f"this Triton cannot compile offline: {result['error'][:200]}")
+            assert result["ok"], result.get("error")
+            counts[name, aligned] = result["ptx_v4"]
+    assert counts["flat", True] == counts["original", True] > 0, counts
+    assert counts["flat", False] == counts["original", False] == 0, counts
 
 
 @pytest.mark.slow
