@@ -1,0 +1,76 @@
+"""Where one evaluation's wall time goes, on the verifier's side (issue #23).
+
+    python3 benchmarks/eval_profile.py [--problem P --kernel K] [--candidates 3] [-o OUT.txt]
+
+Runs the verifier in this process (its runner is still a separate process, as in the engine),
+evaluates the same kernel N times, stamps every progress line it reports (runner start, each trial,
+timing) with the time since the evaluation began, and prints cProfile's top functions by
+cumulative time over all N evaluations. Time the verifier spends waiting on its runner shows up
+as the channel's read; the rest (building inputs and references, writing the arena, judging) is
+the verifier's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problem", default=str(ROOT / "benchmarks" / "suite" / "softmax" / "problem.py"))
+    parser.add_argument("--kernel", default=str(ROOT / "benchmarks" / "suite" / "softmax" / "kernel.py"))
+    parser.add_argument("--candidates", type=int, default=3)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--small", action="store_true", help="the problem at its SMALL shape")
+    parser.add_argument("-o", "--out", default=None)
+    args = parser.parse_args(argv)
+
+    from kernelopt.harness.evaluate import visible_devices
+    from kernelopt.harness.protocol import EvaluateRequest, WorkerConfig
+    from kernelopt.harness.worker import Verifier
+    from kernelopt.problem import load_candidate, load_problem
+
+    device = args.device or visible_devices()[0]
+    problem, cand = load_problem(args.problem), load_candidate(args.kernel)
+    if args.small:
+        from kernelopt.problem import small_shape
+
+        problem = load_problem(args.problem, overrides=small_shape(args.problem))
+    lines: list[str] = []
+    t_eval = [time.monotonic()]
+
+    def progress(index: int, what: str) -> None:
+        lines.append(f"  cand {index} +{time.monotonic() - t_eval[0]:7.3f} s  {what}")
+
+    t0 = time.monotonic()
+    verifier = Verifier(WorkerConfig(problem=problem, device=device, baselines=[]), progress)
+    lines.append(f"verifier setup {time.monotonic() - t0:.2f} s (device {device})")
+    prof = cProfile.Profile()
+    for i in range(args.candidates):
+        t_eval[0] = time.monotonic()
+        prof.enable()
+        ev = verifier.evaluate(EvaluateRequest(index=i, candidate=cand))
+        prof.disable()
+        lines.append(f"cand {i}: wall {ev.wall_s:.2f} s phases {({k: round(v, 3) for k, v in (ev.phases or {}).items()})} "
+                     f"failure {ev.failure.reason if ev.failure else None} "
+                     f"median {ev.timing.median_ms if ev.timing else None} count {ev.timing.count if ev.timing else None}")
+    verifier.close()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(45)
+    text = "\n".join(lines) + "\n\n" + buf.getvalue()
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
