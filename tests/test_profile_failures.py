@@ -101,3 +101,30 @@ def test_the_run_goes_on_and_its_events_and_report_record_why(tmp_path: Path, mo
     assert replayed.versions["v0"].profile_failure.reason == "timeout"
     report = (run / "final_report.md").read_text()
     assert "### Profiles that failed" in report and "| v0 | ncu | timeout | ncu timed out after 5 s profiling |" in report
+
+
+def test_the_ncu_profiler_missing_failing_or_hanging_gives_its_reason(tmp_path: Path) -> None:
+    """The real NcuProfiler, with an ncu that is not there, one that fails and one that hangs past
+    the time limit: tool_missing, tool_failed and timeout, each with what happened."""
+    from kernelopt.problem import load_candidate, load_problem
+    from kernelopt.profile import profile_result
+    from kernelopt.profile.ncu import NcuProfiler
+
+    problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
+    cand = load_candidate(MATVEC / "kernel.py")
+
+    def fake_ncu(name: str, body: str) -> str:
+        path = tmp_path / name
+        path.write_text("#!/bin/sh\n" + body + "\n")
+        path.chmod(0o755)
+        return str(path)
+
+    cases = [
+        (str(tmp_path / "no-such-ncu"), 30.0, "tool_missing", "no-such-ncu"),
+        (fake_ncu("failing", "echo '==ERROR== fake ncu failed' >&2; exit 1"), 30.0, "tool_failed", "fake ncu failed"),
+        (fake_ncu("hanging", "sleep 60"), 2.0, "timeout", "timed out after 2 s"),
+    ]
+    for ncu, limit, reason, said in cases:
+        result = profile_result(NcuProfiler(ncu=ncu, timeout_s=limit), problem, cand, out_dir=tmp_path / reason)
+        assert result.failure is not None and result.failure.reason == reason, (ncu, result.failure)
+        assert said in result.failure.message and result.metrics is None
