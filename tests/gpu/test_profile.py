@@ -74,3 +74,30 @@ def test_env_measure_caches_ceilings(tmp_path: Path):
     assert measured["dram_bytes_per_s"] > 1e11 and measured["flops"]["fp32"] > 1e12
     cache = json.loads((tmp_path / "kernelopt" / "ceilings.json").read_text())
     assert len(cache) == 1
+
+
+def test_optimize_goes_on_when_ncu_fails_and_records_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """On a GPU, with an ncu that fails every time: the optimize run finishes its search, each profiled
+    version's `profiled` event holds the failure (tool_failed, ncu's message), and the report lists them."""
+    import kernelopt.profile as profile_mod
+    from kernelopt.optimize import loop
+    from kernelopt.profile.ncu import NcuProfiler
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ncu"
+    fake.write_text("#!/bin/sh\necho '==ERROR== fake ncu failed' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ.get('PATH', '')}")  # the loop finds an ncu
+    monkeypatch.setattr(profile_mod, "get_profiler", lambda name="ncu", **kw: NcuProfiler(ncu=str(fake)))
+    d = ROOT / "examples" / "matvec"
+    run = tmp_path / "run"
+    state = loop.optimize(d / "problem.py", d / "kernel.py", run_dir=run, overrides={"M": "64", "K": "256"},
+                          optimizer="knobs", rounds=2, beam=1,
+                          proposals_per_member=2, budget_evals=4, baselines=(), experience=False, profile=True)
+    assert state.finished and state.evaluations_done >= 3 and state.best is not None
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines() if x.strip()]
+    profiled = [e for e in events if e["type"] == "profiled"]
+    assert profiled and all(e["profiler"] == "ncu" and e["failure"]["reason"] == "tool_failed"
+                            and "fake ncu failed" in e["failure"]["message"] for e in profiled)
+    assert "### Profiles that failed" in (run / "final_report.md").read_text()
