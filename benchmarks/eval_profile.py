@@ -7,7 +7,7 @@ evaluates the same kernel N times, stamps every progress line it reports (runner
 timing) with the time since the evaluation began, and prints cProfile's top functions by
 cumulative time over all N evaluations. Time the verifier spends waiting on its runner shows up
 as the channel's read; the rest (building inputs and references, writing the arena, judging) is
-the verifier's own.
+the verifier's own. The runners' own cProfile stats (KERNELOPT_RUNNER_PROFILE) follow.
 """
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ def main(argv: list[str]) -> int:
     def progress(index: int, what: str) -> None:
         lines.append(f"  cand {index} +{time.monotonic() - t_eval[0]:7.3f} s  {what}")
 
+    import os
+    import tempfile
+
+    from kernelopt.harness.runner import PROFILE_VAR
+
+    runner_stats = tempfile.mkdtemp(prefix="kernelopt-runner-prof-")
+    os.environ[PROFILE_VAR] = runner_stats  # the runners inherit it (KERNELOPT_* is allowlisted)
     t0 = time.monotonic()
     verifier = Verifier(WorkerConfig(problem=problem, device=device, baselines=[]), progress)
     lines.append(f"verifier setup {time.monotonic() - t0:.2f} s (device {device})")
@@ -65,6 +72,10 @@ def main(argv: list[str]) -> int:
     verifier.close()
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(45)
+    files = sorted(str(f) for f in Path(runner_stats).glob("runner-*.prof"))
+    if files:
+        buf.write(f"\n=== the runners ({len(files)} processes), handling requests ===\n")
+        pstats.Stats(*files, stream=buf).sort_stats("cumulative").print_stats(45)
     text = "\n".join(lines) + "\n\n" + buf.getvalue()
     print(text)
     if args.out:

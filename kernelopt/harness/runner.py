@@ -331,6 +331,20 @@ def _candidate_traceback(exc: BaseException, limit: int = 8000) -> str:
     return text[-limit:]
 
 
+# A directory: each runner writes the cProfile stats of its request handling there after each
+# request (benchmarks/eval_profile.py). A diagnostic of kernelopt's own cost; what a
+# candidate could do with it is write a file in that directory, which it can do anyway.
+PROFILE_VAR = "KERNELOPT_RUNNER_PROFILE"
+
+
+def _diagnostic_profiler() -> Any:
+    if not os.environ.get(PROFILE_VAR):
+        return None
+    import cProfile
+
+    return cProfile.Profile()
+
+
 def main(read_fd: int, write_fd: int) -> int:
     chan = Channel(read_fd, write_fd)
     try:
@@ -348,6 +362,7 @@ def main(read_fd: int, write_fd: int) -> int:
     chan.send(runner.health(RunnerReply(ok=True, nonce=init.nonce)))
     handlers = {LoadRequest: runner.load, TrialRequest: runner.trial, TimeRequest: runner.time, CallRequest: runner.call,
                 UnloadRequest: runner.unload}
+    profiler = _diagnostic_profiler()
     while True:
         try:
             req = parse_runner_request(chan.recv_json())
@@ -357,7 +372,15 @@ def main(read_fd: int, write_fd: int) -> int:
         if handler is None:
             return 3
         try:
-            reply = handler(req)  # type: ignore[operator]
+            if profiler is not None:
+                profiler.enable()
+            try:
+                reply = handler(req)  # type: ignore[operator]
+            finally:
+                if profiler is not None:
+                    profiler.disable()
+                    # After every request: the verifier may kill this runner without a word.
+                    profiler.dump_stats(os.path.join(os.environ[PROFILE_VAR], f"runner-{os.getpid()}.prof"))
         except Exception as exc:  # noqa: BLE001 - a failure outside the candidate call is still the candidate's doing
             reply = RunnerReply(ok=False, reason="runtime", message=f"{type(exc).__name__}: {exc}",
                                 traceback=_candidate_traceback(exc))
