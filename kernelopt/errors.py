@@ -54,3 +54,28 @@ class ToolFailed(KerneloptError):
     """An external tool (ncu, ptxas) is missing, failed or timed out (exit 2)."""
 
     exit_code = 2
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same cleanup runs (engine workers stopped, lock released)."""
+
+
+# Set by the CLI's SIGINT/SIGTERM handling (cli.common.interruptible). An exception raised from a
+# signal handler lands wherever the main thread is, and some places swallow it (logging's lock
+# release, a finalizer): the flag is what the run directory checks before it records anything,
+# so a run that went on after a swallowed interrupt records nothing more (never the candidate in
+# flight as a crash, which is what its killed workers look like).
+_interrupted: list[int] = []
+
+
+def mark_interrupted(signum: int) -> None:
+    _interrupted.append(signum)
+
+
+def interrupted_by() -> int | None:
+    """The signal that interrupted this process (SIGINT/SIGTERM), or None."""
+    return _interrupted[0] if _interrupted else None
+
+
+def clear_interrupted() -> None:
+    _interrupted.clear()

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator, get_args
 
 from pydantic_core import to_jsonable_python
 
-from kernelopt.errors import BadInput
+from kernelopt.errors import BadInput, Interrupted, interrupted_by
 from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Failure, ShapeCheck, Timing, TimingStats
 from kernelopt.models.metrics import Metrics
@@ -323,6 +323,10 @@ class RunDir:
             raise BadInput(f"{self.path}: {why}; cannot append events")
         if kind not in EVENT_TYPES:
             raise ValueError(f"unknown event type {kind!r}")
+        if interrupted_by() is not None:
+            # Interrupted, and the exception was swallowed somewhere: what would be recorded now
+            # (a candidate whose workers the interrupt killed, as a crash) is not true. Stop here.
+            raise Interrupted()
         with self._append_lock:
             if not self._repaired:
                 self._cut_torn_tail()

@@ -450,3 +450,47 @@ def test_the_gpu_sandbox_reaches_no_writable_view_through_proc(tmp_path: Path) -
     lines = [line for line in out.stdout.splitlines() if line.startswith(("WROTE", "BLOCKED"))]
     assert len(lines) == 3 and all(line.startswith("BLOCKED") for line in lines), (out.stdout, out.stderr)
     assert victim.read_text() == "keep"
+
+
+_SEE_SHM = """
+import os, sys
+shared, other = sys.argv[1], sys.argv[2]
+print("LIST", sorted(os.listdir("/dev/shm")))
+print("OTHER", os.path.exists(other))
+with open(shared, "r+b") as fh:
+    fh.write(b"written inside")
+open("/dev/shm/scratch", "wb").write(b"x")
+print("DONE")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
+def test_the_gpu_sandbox_has_a_private_dev_shm_with_only_the_shared_ipc_files(tmp_path: Path) -> None:
+    """On a GPU the runner's /dev/shm must be writable for CUDA IPC (seen on the H100): it is a
+    private tmpfs holding the files the verifier names, bound to the host's, and nothing else of
+    the host's /dev/shm; what the runner writes there besides goes with it."""
+    why = sandbox.sandbox_unavailable("cpu")
+    if why:
+        pytest.skip(f"no sandbox here: {why}")
+    if not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm here")
+    import tempfile
+
+    shared = tempfile.NamedTemporaryFile(dir="/dev/shm", prefix="kernelopt-test-shared-", delete=False)
+    other = tempfile.NamedTemporaryFile(dir="/dev/shm", prefix="kernelopt-test-other-", delete=False)
+    shared.write(b"from the host.."), shared.close(), other.close()
+    own = tmp_path / "own"
+    own.mkdir()
+    try:
+        argv = sandbox.sandbox_argv([sys.executable, "-c", _SEE_SHM, shared.name, other.name],
+                                    writable=[str(own), shared.name], device="cuda:0")
+        env = {**os.environ, "KERNELOPT_SANDBOX_DEVICE": "cuda"}
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+        assert "DONE" in out.stdout, (out.stdout, out.stderr)
+        assert f"LIST {sorted([os.path.basename(shared.name)])}" in out.stdout
+        assert "OTHER False" in out.stdout
+        assert Path(shared.name).read_bytes() == b"written inside."  # the host's file, through the bind
+        assert not Path("/dev/shm/scratch").exists()  # the private tmpfs went with the sandbox
+    finally:
+        os.unlink(shared.name)
+        os.unlink(other.name)

@@ -255,10 +255,6 @@ def given_params(ctx: click.Context) -> set[str]:
             in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so the same cleanup runs (engine workers stopped, lock released)."""
-
-
 @contextlib.contextmanager
 def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
     """Ctrl-C or SIGTERM: one line on stderr saying where the work is and how to continue it
@@ -266,19 +262,39 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
     import signal
     import sys
 
+    from kernelopt.errors import Interrupted, clear_interrupted, interrupted_by, mark_interrupted
+
     def on_term(signum: int, frame: Any) -> None:
+        mark_interrupted(signum)
         raise Interrupted()
 
+    def on_int(signum: int, frame: Any) -> None:
+        mark_interrupted(signum)
+        if callable(previous_int):
+            previous_int(signum, frame)  # Python's own raises KeyboardInterrupt; install_reaper's kills first
+        raise KeyboardInterrupt()
+
+    def finish(term: bool) -> None:
+        note = how_to_continue()
+        click.echo(f"kernelopt: interrupted{'; ' + note if note else ''}", err=True)
+        sys.exit(143 if term else 130)
+
+    clear_interrupted()
+    previous_int: Any = None
     try:
         previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (a library caller's worker): leave SIGTERM alone
-        previous = None
+        previous_int = signal.signal(signal.SIGINT, on_int)
+    except ValueError:  # not the main thread (a library caller's worker): leave the signals alone
+        previous = previous_int = None
     try:
         yield
     except KeyboardInterrupt as exc:
-        note = how_to_continue()
-        click.echo(f"kernelopt: interrupted{'; ' + note if note else ''}", err=True)
-        sys.exit(143 if isinstance(exc, Interrupted) else 130)
+        finish(isinstance(exc, Interrupted) or interrupted_by() == signal.SIGTERM)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
+    if interrupted_by() is not None:
+        # The exception was swallowed on its way up (it can land in logging or a finalizer), and
+        # the work ended some other way: still an interrupt, with the same line and exit code.
+        finish(interrupted_by() == signal.SIGTERM)

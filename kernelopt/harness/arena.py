@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -97,6 +98,20 @@ class Arena:
             return cls(fn(*args), spec)
         assert spec.path is not None
         return cls(torch.from_file(spec.path, shared=True, size=spec.nbytes, dtype=torch.uint8), spec)
+
+    def ipc_files(self) -> list[str]:
+        """The files in /dev/shm through which a CUDA arena is shared: the driver's IPC file of
+        this process (`cuda.shm.<dev>.<pid in hex>.<n>`) and torch's ref counter
+        (`torch_<pid>_*`). A sandboxed runner gets them in its private /dev/shm (confine)."""
+        if self.spec.kind != "cuda_ipc":
+            return []
+        pid = os.getpid()
+        try:
+            names = os.listdir("/dev/shm")
+        except OSError:
+            return []
+        mine = re.compile(rf"cuda\.shm\.\d+\.{pid:x}\.\d+|torch_{pid}_.*")
+        return sorted(os.path.join("/dev/shm", n) for n in names if mine.fullmatch(n))
 
     def view(self, slot: Slot) -> Any:
         raw = self.buffer[slot.offset : slot.offset + slot.nbytes]

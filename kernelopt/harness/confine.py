@@ -7,7 +7,8 @@ root of a fresh user namespace (no rights outside it) and, before any candidate 
 1. bind-mounts each WRITABLE directory (the runner's private dir, the arena's) onto itself;
 2. remounts every other mount read-only (a read-only view of the user's files), except /proc,
    /sys and /dev with its device nodes (a GPU must stay reachable); /dev/shm is read-only too,
-   but for the arena;
+   but for the arena; on a GPU /dev/shm is a private tmpfs instead, holding only the verifier's
+   CUDA IPC files (`private_shm`), since CUDA IPC needs it writable;
 3. sets resource limits: no core files, file size, processes (counted in this namespace),
    and, on the CPU only, address space (CUDA reserves more address space than any limit);
 4. drops every capability, the bounding set included, and sets no_new_privs: the candidate is
@@ -76,13 +77,38 @@ def _left_alone(point: str, writable: list[str]) -> bool:
     return any(point == p or point.startswith(p + "/") for p in _LEAVE)
 
 
-def read_only_view(writable: list[str]) -> None:
+def private_shm(shared: list[str]) -> None:
+    """A fresh tmpfs on /dev/shm holding only `shared`, the host's files under /dev/shm bound in.
+
+    CUDA IPC (the arena on a GPU) needs /dev/shm writable in the importing process: on the H100
+    a runner with a read-only /dev/shm could not map the verifier's buffer ("mapping of buffer
+    object failed"), and one with a writable /dev/shm could. The runner gets a /dev/shm of its own
+    instead of the user's: the exporter's IPC files (the driver's `cuda.shm.*` and torch's ref
+    counter, named by the verifier) are bound into it, and nothing else of the host's is there.
+    """
+    fds = [os.open(path, os.O_RDWR) for path in shared]  # before the tmpfs hides them
+    libc = _libc()
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777") != 0:
+        raise ConfineError(f"mount tmpfs on /dev/shm: {os.strerror(ctypes.get_errno())}")
+    for path, fd in zip(shared, fds):
+        with open(path, "wb"):
+            pass  # the mount point, in the new tmpfs
+        _mount(f"/proc/self/fd/{fd}", path, MS_BIND)
+        os.close(fd)
+
+
+def read_only_view(writable: list[str], shm_private: bool = False) -> None:
     _mount(None, "/", MS_REC | MS_PRIVATE)  # nothing done here propagates back to the host
+    shared_shm = [p for p in writable if p.startswith("/dev/shm/")] if shm_private else []
+    if shm_private:
+        private_shm(shared_shm)
     for path in writable:
-        _mount(path, path, MS_BIND | MS_REC)
+        if path not in shared_shm:
+            _mount(path, path, MS_BIND | MS_REC)
     failed = []
     for point, flags in _mounts():
-        if _left_alone(point, writable):
+        if _left_alone(point, writable) or (shm_private and (point == "/dev/shm" or point.startswith("/dev/shm/"))):
             continue
         try:
             _mount(None, point, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
@@ -132,8 +158,9 @@ def main(argv: list[str]) -> int:
     sep = argv.index("--")
     writable, cmd = [os.path.realpath(p) for p in argv[:sep]], argv[sep + 1 :]
     try:
-        read_only_view(writable)
-        set_limits(cpu_only=os.environ.get("KERNELOPT_SANDBOX_DEVICE", "cpu") == "cpu")
+        cpu_only = os.environ.get("KERNELOPT_SANDBOX_DEVICE", "cpu") == "cpu"
+        read_only_view(writable, shm_private=not cpu_only)
+        set_limits(cpu_only=cpu_only)
         drop_capabilities()
     except (ConfineError, OSError, ValueError) as exc:
         print(f"kernelopt sandbox: {exc}", file=sys.stderr)

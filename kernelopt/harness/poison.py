@@ -89,6 +89,26 @@ _SMALL_SIZES = (1 << 20, 128 << 10, 16 << 10, 2 << 10, 512)
 _MAX_REQUESTS_PER_SIZE = 4096
 
 
+def _reserved_bytes_reader() -> Any:
+    """A cheap `torch.cuda.memory_reserved()` for the current device.
+
+    The poisoning loop asks after every block (thousands of times per trial). The public call
+    flattens the allocator's whole nested statistics into a new dict each time: on the H100 that
+    was 0.4 ms a call and 4.4 s of every verification trial. The raw statistics hold the same
+    number; where their layout differs (another torch), the public call is used.
+    """
+    import torch
+
+    device = torch.cuda.current_device()
+    try:
+        stats = torch._C._cuda_memoryStats(device)
+        if stats["reserved_bytes"]["all"]["current"] == torch.cuda.memory_reserved(device):
+            return lambda: torch._C._cuda_memoryStats(device)["reserved_bytes"]["all"]["current"]
+    except (AttributeError, KeyError, TypeError, RuntimeError):
+        pass
+    return lambda: torch.cuda.memory_reserved(device)
+
+
 def poison_cuda_allocator(
     fresh_large_bytes: int = 256 << 20, fresh_small_bytes: int = 16 << 20, max_bytes: int = 8 << 30
 ) -> int:
@@ -107,6 +127,7 @@ def poison_cuda_allocator(
     import torch
 
     torch.cuda.synchronize()
+    reserved = _reserved_bytes_reader()
     value = _PATTERN[4][1]
     blocks = []
     total = 0
@@ -115,7 +136,7 @@ def poison_cuda_allocator(
             for _ in range(_MAX_REQUESTS_PER_SIZE):
                 if total + size > max_bytes:
                     break
-                before = torch.cuda.memory_reserved()
+                before = reserved()
                 try:
                     block = torch.empty(size // 4, dtype=torch.int32, device="cuda")
                 except torch.OutOfMemoryError:
@@ -125,7 +146,7 @@ def poison_cuda_allocator(
                 block.fill_(value)
                 blocks.append(block)
                 total += size
-                grew = torch.cuda.memory_reserved() - before
+                grew = reserved() - before
                 fresh_left -= grew
                 if grew and fresh_left < 0:
                     break  # smaller sizes still take what the cache holds

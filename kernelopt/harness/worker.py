@@ -233,6 +233,8 @@ class Verifier:
                            XDG_CACHE_HOME=str(tmp / "cache"), PYTHONDONTWRITEBYTECODE="1",
                            KERNELOPT_SANDBOX_DEVICE="cuda" if self.cuda else "cpu")
             writable = [str(tmp)] + ([os.path.dirname(self.arena.spec.path)] if self.arena.spec.path else [])
+            # On a GPU the runner's /dev/shm is its own, with this process's CUDA IPC files in it.
+            writable += self.arena.ipc_files()
             argv = sandbox_argv(argv, writable=writable, device=self.device)
         try:
             self.runner = spawn(argv, env=candidate_env(private), cwd=str(tmp), pass_fds=(to_runner_r, from_runner_w),
