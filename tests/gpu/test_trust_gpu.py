@@ -47,6 +47,23 @@ def test_examples_pass_and_are_timed_in_every_mode(isolate):
         assert not ev.suspect, ev.suspect
 
 
+def test_root_in_the_gpu_sandbox_cannot_reach_the_judge(monkeypatch):
+    """The forged reply and the reference rewrite from root of the GPU sandbox (no pid namespace
+    there: the verifier is visible, but not open to a process of another user namespace), then a
+    right and a wrong kernel: only the right one passes, and no reply was forged."""
+    from kernelopt.harness.evaluate import resolve_isolation
+
+    os.environ.setdefault("KERNELOPT_SANDBOX_CUDA", "1")
+    if resolve_isolation("sandbox", ["cuda:0"]) != "sandbox":
+        pytest.skip("no sandbox on this host")
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", "/dev/stderr")  # the file system is read-only in there
+    evs = evaluate(load_problem(ATT / "problem.py"), _cands("forge_verdict.py", "rewrite_reference.py", "ok.py",
+                                                           "zeros.py", "ok.py"), time=False, timeout_s=120, isolate="sandbox")
+    assert [e.passed for e in evs] == [False, False, True, False, True], [e.failure for e in evs]
+    assert evs[0].failure.reason in ("runtime", "incorrect"), evs[0].failure
+    assert evs[1].failure.reason == "incorrect", evs[1].failure
+
+
 def test_forged_reply_fails_only_its_candidate(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", str(tmp_path / "attack.txt"))
     evs = evaluate(load_problem(ATT / "problem.py"), _cands("forge_verdict.py", "ok.py", "zeros.py", "ok.py"),
