@@ -51,15 +51,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--modes", default="worker,candidate,sandbox")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows = [measure(args.problem, args.kernel, mode, args.candidates) for mode in args.modes.split(",")]
     if args.json:
+        rows = [measure(args.problem, args.kernel, mode, args.candidates) for mode in args.modes.split(",")]
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'mode':10} {'runs as':10} {'engine start s':>14} {'first s':>8} {'per candidate s':>16}  device")
-    for r in rows:
+    # One row as each mode is measured: a run cut off by a time limit keeps what it finished.
+    print(f"{'mode':10} {'runs as':10} {'engine start s':>14} {'first s':>8} {'per candidate s':>16}  device", flush=True)
+    for mode in args.modes.split(","):
+        r = measure(args.problem, args.kernel, mode, args.candidates)
         print(f"{r['isolate']:10} {r['effective']:10} {r['engine_start_s']:>14} {r['first_candidate_s']:>8} "
               f"{str(r['per_candidate_s']) + ' +- ' + str(r['per_candidate_stdev_s']):>16}  {r['device']}"
-              + (f"  FAILURES {r['failures']}" if r["failures"] else ""))
+              + (f"  FAILURES {r['failures']}" if r["failures"] else ""), flush=True)
     return 0
 
 
