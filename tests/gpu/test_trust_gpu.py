@@ -61,7 +61,9 @@ def test_root_in_the_gpu_sandbox_cannot_reach_the_judge(monkeypatch):
                                                            "zeros.py", "ok.py"), time=False, timeout_s=120, isolate="sandbox")
     assert [e.passed for e in evs] == [False, False, True, False, True], [e.failure for e in evs]
     assert evs[0].failure.reason in ("runtime", "incorrect"), evs[0].failure
-    assert evs[1].failure.reason == "incorrect", evs[1].failure
+    # The rewrite fixture reads its inputs on the host (.numpy()): on a GPU it fails before it can
+    # try, and the references it would rewrite live in device memory anyway (issue #19).
+    assert evs[1].failure.reason in ("runtime", "incorrect"), evs[1].failure
 
 
 def test_forged_reply_fails_only_its_candidate(tmp_path, monkeypatch):
