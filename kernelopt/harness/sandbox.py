@@ -949,7 +949,6 @@ def _stop_trees(children: list[ChildProcess], deadline_s: float = 2.0) -> list[t
 # namespaces, with a read-only view of the file system (kernelopt.harness.confine)
 
 _sandbox_probe: dict[str, str | None] = {}
-SANDBOX_CUDA_ENV = "KERNELOPT_SANDBOX_CUDA"
 
 
 def _unshare_args(device: str) -> list[str]:
@@ -968,13 +967,7 @@ def sandbox_unavailable(device: str = "cpu") -> str | None:
         return _sandbox_probe[key]
     why: str | None = None
     unshare = shutil.which("unshare")
-    if key == "cuda" and os.environ.get(SANDBOX_CUDA_ENV) != "1":
-        # Measured on an H100 (2026-11-25, benchmarks/results/gpu_tests_trust_transforms_h100/):
-        # every sandboxed runner died at setup with "CUDA error: mapping of buffer object failed".
-        # Until a sandboxed runner is seen to pass on a GPU, a GPU run falls back (and says so);
-        # KERNELOPT_SANDBOX_CUDA=1 tries it anyway, for the GPU test that must prove it.
-        why = f"CUDA runners do not start inside the namespaces yet (set {SANDBOX_CUDA_ENV}=1 to try)"
-    elif not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux"):
         why = "it needs Linux namespaces"
     elif unshare is None:
         why = "`unshare` (util-linux) is not installed"
