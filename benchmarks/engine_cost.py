@@ -181,8 +181,7 @@ def measure_spare(problem_name: str, folder: Path, cpu: bool, repeats: int = 2) 
         run = {"spare": spare, "engine_start_s": round(t1 - t0, 2), "evaluate_s": round(t2 - t1, 2),
                "evals_per_minute": round(len(evs) / (t2 - t1) * 60, 2), "passed": sum(e.passed for e in evs),
                "runner_start_s": round(sum(e.phases.get("runner_start", 0.0) for e in evs), 2),
-               "candidate_s": round(sum(e.wall_s - e.phases.get("runner_start", 0.0) for e in evs), 2),
-               "median_ms": [e.median_ms for e in evs]}
+               "candidate_s": round(sum(e.wall_s - e.phases.get("runner_start", 0.0) for e in evs), 2)}
         out["runs"].append(run)
         print(f"{problem_name} spare={'on' if spare else 'off'}: {count} in {run['evaluate_s']} s, "
               f"{run['evals_per_minute']} evals/min (runner starts waited for: {run['runner_start_s']} s); "
@@ -192,10 +191,6 @@ def measure_spare(problem_name: str, folder: Path, cpu: bool, repeats: int = 2) 
         runs = [r for r in out["runs"] if r["spare"] is spare]
         out["on" if spare else "off"] = round(sum(r["evals_per_minute"] for r in runs) / len(runs), 2)
     out["gain"] = round(out["on"] / out["off"], 2)
-    # Timing truth: each variant's median with the spare against without it (the first run of each).
-    on, off = (next(r["median_ms"] for r in out["runs"] if r["spare"] is s) for s in (True, False))
-    ratios = [a / b for a, b in zip(on, off) if a and b]
-    out["median_ratio_range"] = [round(min(ratios), 3), round(max(ratios), 3)] if ratios else None
     print(f"{problem_name}: {out['on']} evals/min with the spare, {out['off']} without (x{out['gain']})")
     return out
 
@@ -216,8 +211,7 @@ def render_spare(doc: dict[str, Any]) -> str:
                          f"{run['passed']}/{r['candidates']} |")
     lines.append("")
     for name, r in doc["results"].items():
-        lines.append(f"- {name}: {r['on']} evaluations per minute with the spare, {r['off']} without: x{r['gain']}; "
-                     f"each variant's median time with the spare / without: {r.get('median_ratio_range')}")
+        lines.append(f"- {name}: {r['on']} evaluations per minute with the spare, {r['off']} without: x{r['gain']}")
     return "\n".join(lines) + "\n"
 
 
