@@ -17,7 +17,7 @@ figure is evaluations per minute of the evaluate() call (the engine's start apar
 default isolation (every timed candidate gets a fresh runner), on the CPU with --isolate candidate
 at SPARE_CPU_SHAPES (shapes where a candidate's own work is comparable to a runner's start).
 
-  python3 benchmarks/engine_cost.py --spare [--cpu] [--repeats 2] [-o benchmarks/results/spare_runner_<gpu or cpu>]
+  python3 benchmarks/engine_cost.py --spare [--cpu] [-o benchmarks/results/spare_runner_<gpu or cpu>]
 """
 
 from __future__ import annotations
@@ -118,14 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", default=",".join(VARIANTS))
     ap.add_argument("--cpu", action="store_true", help="the CPU target: 1 vs 8 variants in the interpreter")
     ap.add_argument("--spare", action="store_true", help="evaluations per minute with and without the spare runner")
-    ap.add_argument("--repeats", type=int, default=2, help="--spare: runs with and without it, alternated (default 2 each)")
     args = ap.parse_args(argv)
     started = datetime.datetime.now(datetime.timezone.utc)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kernelopt-engine-cost-") as tmp:
         for name in args.problems.split(","):
             if args.spare:
-                results[name] = measure_spare(name, Path(tmp), args.cpu, args.repeats)
+                results[name] = measure_spare(name, Path(tmp), args.cpu)
             elif args.cpu:
                 results[name] = measure_cpu(name, Path(tmp))
             else:
@@ -157,7 +156,7 @@ def measure_cpu(problem_name: str, folder: Path) -> dict[str, Any]:
     return out
 
 
-def measure_spare(problem_name: str, folder: Path, cpu: bool, repeats: int = 2) -> dict[str, Any]:
+def measure_spare(problem_name: str, folder: Path, cpu: bool) -> dict[str, Any]:
     from kernelopt.harness.evaluate import Engine
     from kernelopt.harness.worker import SPARE_ENV
     from kernelopt.problem import load_candidate, load_problem
@@ -170,8 +169,8 @@ def measure_spare(problem_name: str, folder: Path, cpu: bool, repeats: int = 2) 
     cands = [load_candidate(p) for p in make_variants(problem_name, base / "kernel.py", folder, count)]
     out: dict[str, Any] = {"problem": f"benchmarks/engine/{problem_name}", "overrides": overrides, "isolate": isolate,
                            "candidates": count, "runs": []}
-    # Alternated, `repeats` times each: the machine's load drifts (the CPU host is shared).
-    for spare in (False, True) * repeats:
+    # Alternated, twice each: the machine's load drifts (this CPU is shared).
+    for spare in (False, True, False, True):
         os.environ[SPARE_ENV] = "1" if spare else "0"  # read by the verifier (the engine passes KERNELOPT_* on)
         t0 = time.monotonic()
         with Engine(problem, isolate=isolate) as engine:
