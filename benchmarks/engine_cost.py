@@ -10,14 +10,6 @@ torch itself. Writes JSON and Markdown with provenance.
 
   python3 benchmarks/engine_cost.py [-o benchmarks/results/engine_cost_<gpu>] [--problems rmsnorm_4gb,matvec_4gb]
   python3 benchmarks/engine_cost.py --cpu   # the CPU target: 8 variants in one call vs one, Triton interpreter
-
---spare measures the verifier's spare runner instead (docs/harness.md): the variants, verified and
-timed through one engine, with and without it (KERNELOPT_SPARE_RUNNER=0), twice each in turn; the
-figure is evaluations per minute of the evaluate() call (the engine's start apart). On a GPU in the
-default isolation (every timed candidate gets a fresh runner), on the CPU with --isolate candidate
-at SPARE_CPU_SHAPES (shapes where a candidate's own work is comparable to a runner's start).
-
-  python3 benchmarks/engine_cost.py --spare [--cpu] [-o benchmarks/results/spare_runner_<gpu or cpu>]
 """
 
 from __future__ import annotations
@@ -25,7 +17,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import re
 import sys
 import tempfile
@@ -52,11 +43,6 @@ VALUES: dict[str, list[tuple[int, int]]] = {
 CPU_SHAPES: dict[str, dict[str, str]] = {
     "rmsnorm_4gb": {"BATCH": "2", "FEATURES": "8", "DIM1": "4", "DIM2": "8"},
     "matvec_4gb": {"M": "20", "K": "300"},
-}
-# --spare --cpu: about a second or more of interpreter work per candidate (a runner starts in 1-3 s here)
-SPARE_CPU_SHAPES: dict[str, dict[str, str]] = {
-    "rmsnorm_4gb": {"BATCH": "4", "FEATURES": "16", "DIM1": "16", "DIM2": "64"},
-    "matvec_4gb": {"M": "64", "K": "8192"},
 }
 
 
@@ -117,24 +103,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out", default=None, help="output path without suffix (.json and .md are written)")
     ap.add_argument("--problems", default=",".join(VARIANTS))
     ap.add_argument("--cpu", action="store_true", help="the CPU target: 1 vs 8 variants in the interpreter")
-    ap.add_argument("--spare", action="store_true", help="evaluations per minute with and without the spare runner")
     args = ap.parse_args(argv)
     started = datetime.datetime.now(datetime.timezone.utc)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kernelopt-engine-cost-") as tmp:
         for name in args.problems.split(","):
-            if args.spare:
-                results[name] = measure_spare(name, Path(tmp), args.cpu)
-            elif args.cpu:
+            if args.cpu:
                 results[name] = measure_cpu(name, Path(tmp))
             else:
                 results[name] = measure(name, {}, 10, Path(tmp))
     doc = {"results": results, "provenance": provenance(started, args.cpu)}
-    default = "spare_runner" if args.spare else "engine_cost"
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (default + ("_cpu" if args.cpu else ""))
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / ("engine_cost_cpu" if args.cpu else "engine_cost")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(doc, indent=2) + "\n")
-    out.with_suffix(".md").write_text(render_spare(doc) if args.spare else render(doc, args.cpu))
+    out.with_suffix(".md").write_text(render(doc, args.cpu))
     print(f"wrote {out.with_suffix('.json')} and .md")
     return 0
 
@@ -156,64 +138,6 @@ def measure_cpu(problem_name: str, folder: Path) -> dict[str, Any]:
     return out
 
 
-def measure_spare(problem_name: str, folder: Path, cpu: bool) -> dict[str, Any]:
-    from kernelopt.harness.evaluate import Engine
-    from kernelopt.harness.worker import SPARE_ENV
-    from kernelopt.problem import load_candidate, load_problem
-
-    base = ROOT / "benchmarks" / "engine" / problem_name
-    overrides = SPARE_CPU_SHAPES[problem_name] if cpu else {}
-    isolate = "candidate" if cpu else "worker"
-    problem = load_problem(base / "problem.py", overrides)
-    count = 8 if cpu else 10
-    cands = [load_candidate(p) for p in make_variants(problem_name, base / "kernel.py", folder, count)]
-    out: dict[str, Any] = {"problem": f"benchmarks/engine/{problem_name}", "overrides": overrides, "isolate": isolate,
-                           "candidates": count, "runs": []}
-    # Alternated, twice each: the machine's load drifts (this CPU is shared).
-    for spare in (False, True, False, True):
-        os.environ[SPARE_ENV] = "1" if spare else "0"  # read by the verifier (the engine passes KERNELOPT_* on)
-        t0 = time.monotonic()
-        with Engine(problem, isolate=isolate) as engine:
-            t1 = time.monotonic()
-            evs = engine.evaluate(cands)
-            t2 = time.monotonic()
-        run = {"spare": spare, "engine_start_s": round(t1 - t0, 2), "evaluate_s": round(t2 - t1, 2),
-               "evals_per_minute": round(len(evs) / (t2 - t1) * 60, 2), "passed": sum(e.passed for e in evs),
-               "runner_start_s": round(sum(e.phases.get("runner_start", 0.0) for e in evs), 2),
-               "candidate_s": round(sum(e.wall_s - e.phases.get("runner_start", 0.0) for e in evs), 2)}
-        out["runs"].append(run)
-        print(f"{problem_name} spare={'on' if spare else 'off'}: {count} in {run['evaluate_s']} s, "
-              f"{run['evals_per_minute']} evals/min (runner starts waited for: {run['runner_start_s']} s); "
-              f"passed {run['passed']}/{count}", flush=True)
-    os.environ.pop(SPARE_ENV, None)
-    for spare in (False, True):
-        runs = [r for r in out["runs"] if r["spare"] is spare]
-        out["on" if spare else "off"] = round(sum(r["evals_per_minute"] for r in runs) / len(runs), 2)
-    out["gain"] = round(out["on"] / out["off"], 2)
-    print(f"{problem_name}: {out['on']} evals/min with the spare, {out['off']} without (x{out['gain']})")
-    return out
-
-
-def render_spare(doc: dict[str, Any]) -> str:
-    prov = doc["provenance"]
-    lines = ["# The spare runner: evaluations per minute with and without it", "",
-             "Provenance: " + ", ".join(f"{k} {v}" for k, v in prov.items()), "",
-             "Each row: the variants verified (3 trials) and timed in one `Engine.evaluate` call (the engine's "
-             "start apart); `runner start waited` sums the candidates' `runner_start` phase.", "",
-             "| problem | shape | isolate | spare | evaluate s | evals / min | runner start waited s | "
-             "candidates' own s | passed |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
-    for name, r in doc["results"].items():
-        shape = ", ".join(f"{k}={v}" for k, v in r["overrides"].items()) or "full"
-        for run in r["runs"]:
-            lines.append(f"| {name} | {shape} | {r['isolate']} | {'on' if run['spare'] else 'off'} | {run['evaluate_s']} | "
-                         f"{run['evals_per_minute']} | {run['runner_start_s']} | {run['candidate_s']} | "
-                         f"{run['passed']}/{r['candidates']} |")
-    lines.append("")
-    for name, r in doc["results"].items():
-        lines.append(f"- {name}: {r['on']} evaluations per minute with the spare, {r['off']} without: x{r['gain']}")
-    return "\n".join(lines) + "\n"
-
-
 def provenance(started: datetime.datetime, cpu: bool) -> dict[str, Any]:
     import platform
 
@@ -224,8 +148,8 @@ def provenance(started: datetime.datetime, cpu: bool) -> dict[str, Any]:
     prov: dict[str, Any] = {"command": "python3 " + " ".join(["benchmarks/engine_cost.py", *sys.argv[1:]]),
                             "started": started.isoformat(timespec="seconds")}
     if cpu:
-        prov.update({"device": "CPU (Triton interpreter)", "machine": f"{platform.node()} ({os.cpu_count()} CPUs)",
-                     "python": platform.python_version(), "kernelopt_commit": git_commit()})
+        prov.update({"device": "CPU (Triton interpreter)", "python": platform.python_version(),
+                     "kernelopt_commit": git_commit()})
     else:
         prov.update(environment())
     return prov

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,13 +120,7 @@ def provenance(argv: list[str]) -> dict[str, Any]:
     if not torch.cuda.is_available():
         from kernelopt.harness.envinfo import git_commit
 
-        import datetime
-        import platform
-
-        return {"device": "CPU (Triton interpreter)", "machine": f"{platform.node()} ({os.cpu_count()} CPUs)",
-                "command": command, "kernelopt_commit": git_commit(), "torch": torch.__version__,
-                "python": platform.python_version(),
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        return {"device": "CPU (Triton interpreter)", "command": command, "kernelopt_commit": git_commit()}
     from profile_fixtures import environment
 
     return {**environment(), "command": command}

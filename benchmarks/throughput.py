@@ -10,13 +10,7 @@ cache, a fresh run directory). From each run's `spent` events (docs/optimize.md)
     profiling, shown apart (it recurs for every new beam member).
 
   python3 benchmarks/throughput.py OUT.json [--problems gelu,softmax,row_sum,matvec_bf16]
-      [--budget-minutes 1] [--rounds 8] [--no-race] [--small] [--isolate candidate] [--spare compare]
-
---spare compare adds a third pass, warm again but without the verifier's spare runner
-(KERNELOPT_SPARE_RUNNER=0, docs/harness.md): where candidates get fresh runners (on a GPU every
-timed candidate; --isolate candidate or sandbox) the spare hides a runner's start behind the
-previous candidate, and the two warm passes show what that is worth in evaluations per minute.
---spare off runs every pass without it.
+      [--budget-minutes 1] [--rounds 8] [--no-race] [--small]
 
 The cold pass uses a fresh XDG_CACHE_HOME (the measured ceilings of `env --measure` are copied
 into it, so the roofline floor is the same); Triton's own cache (~/.triton) is left as it is.
@@ -40,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 FIXED = ("startup", "baselines", "retiming")
-PASSES = ("cold", "warm", "warm_nospare")
 
 
 def figures(name: str, state: Any, wall_s: float) -> dict[str, Any]:
@@ -70,8 +63,7 @@ def run_pass(label: str, names: list[str], work: Path, args: Any) -> list[dict[s
         t0 = time.monotonic()
         state = loop.optimize(folder / "problem.py", folder / "kernel.py", run_dir=work / label / name,
                               overrides=overrides, optimizer="knobs", budget_minutes=args.budget_minutes,
-                              rounds=args.rounds, seed=args.seed, experience=False, race=not args.no_race,
-                              isolate=args.isolate)
+                              rounds=args.rounds, seed=args.seed, experience=False, race=not args.no_race)
         rows.append(figures(name, state, time.monotonic() - t0))
         r = rows[-1]
         print(f"{label} {name}: {r['evaluations']} evaluations ({r['raced_out']} raced out), "
@@ -83,20 +75,16 @@ def run_pass(label: str, names: list[str], work: Path, args: Any) -> list[dict[s
 def render(doc: dict[str, Any]) -> str:
     prov = doc["provenance"]
     lines = ["# Search throughput", "", "Provenance: " + ", ".join(f"{k} {v}" for k, v in prov.items()), "",
-             f"Isolation: {doc.get('isolate') or 'the optimizer default'}; spare runner: {doc.get('spare', 'on')}.", "",
              "| pass | problem | evaluations | raced out | evals / min (goal >= 30) | evals / search min | "
              "fixed overhead s (goal <= 20 warm) | profiling s | startup s | baselines s | search s | re-timing s |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for label in PASSES:
-        for r in doc.get(label, []):
+    for label in ("cold", "warm"):
+        for r in doc[label]:
             s = r["spent"]
             lines.append(f"| {label} | {r['problem']} | {r['evaluations']} | {r['raced_out']} | {r['evals_per_minute']} | "
                          f"{r['evals_per_search_minute']} | {r['fixed_overhead_s']} | {r['profiling_s']} | "
                          f"{s.get('startup', 0)} | {s.get('baselines', 0)} | {s.get('search', 0)} | "
                          f"{s.get('retiming', 0)} |")
-    if "spare_gain" in doc:
-        lines += ["", f"Spare runner (warm passes): {doc['warm_evals_per_minute']} evaluations per minute with it, "
-                  f"{doc['warm_nospare_evals_per_minute']} without (KERNELOPT_SPARE_RUNNER=0): x{doc['spare_gain']}."]
     return "\n".join(lines) + "\n"
 
 
@@ -105,10 +93,6 @@ def main(argv: list[str]) -> int:
 
     parser = suite_parser(__doc__ or "", rounds=8)
     parser.add_argument("--no-race", action="store_true")
-    parser.add_argument("--isolate", choices=["worker", "candidate", "sandbox", "auto"], default=None,
-                        help="the engine's isolation (default: the knob optimizer's, worker)")
-    parser.add_argument("--spare", choices=["on", "off", "compare"], default="on",
-                        help="the verifier's spare runner: on (default), off, or compare (a third pass, warm, off)")
     args = parser.parse_args(argv[1:])
     import torch
 
@@ -117,7 +101,6 @@ def main(argv: list[str]) -> int:
         return 2
 
     from kernelopt.files import cache_dir
-    from kernelopt.harness.worker import SPARE_ENV
 
     work = args.out.with_suffix("")
     if work.exists():
@@ -130,29 +113,20 @@ def main(argv: list[str]) -> int:
     os.environ["XDG_CACHE_HOME"] = str(cache)  # the cold pass starts with no cached baseline
     names = [p.strip() for p in args.problems.split(",") if p.strip()]
     doc: dict[str, Any] = {"provenance": provenance(argv), "budget_minutes": args.budget_minutes,
-                           "race": not args.no_race, "small": args.small, "isolate": args.isolate, "spare": args.spare}
-    labels = ["cold", "warm"] + (["warm_nospare"] if args.spare == "compare" else [])
-    for label in labels:
-        # Read by the verifier (the engine passes KERNELOPT_* variables on to it).
-        os.environ[SPARE_ENV] = "0" if args.spare == "off" or label == "warm_nospare" else "1"
-        doc[label] = run_pass(label, names, work, args)
-    for label in labels:
+                           "race": not args.no_race, "small": args.small}
+    doc["cold"] = run_pass("cold", names, work, args)
+    doc["warm"] = run_pass("warm", names, work, args)
+    for label in ("cold", "warm"):
         rows = doc[label]
         evals = sum(r["evaluations"] for r in rows)
         total = sum(sum(r["spent"].values()) for r in rows)
         doc[f"{label}_evals_per_minute"] = round(evals / total * 60, 2) if total else None
         doc[f"{label}_mean_fixed_overhead_s"] = round(sum(r["fixed_overhead_s"] for r in rows) / len(rows), 2)
-    if "warm_nospare" in doc:
-        on, off = doc["warm_evals_per_minute"], doc["warm_nospare_evals_per_minute"]
-        doc["spare_gain"] = round(on / off, 2) if on and off else None
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     args.out.with_suffix(".md").write_text(render(doc))
     print(f"cold: {doc['cold_evals_per_minute']} evals/min, fixed overhead {doc['cold_mean_fixed_overhead_s']} s; "
           f"warm: {doc['warm_evals_per_minute']} evals/min, fixed overhead {doc['warm_mean_fixed_overhead_s']} s "
           f"(goals: >= 30 evals/min, <= 20 s warm); written {args.out}")
-    if "warm_nospare" in doc:
-        print(f"spare runner: {doc['warm_evals_per_minute']} evals/min with it, "
-              f"{doc['warm_nospare_evals_per_minute']} without (x{doc['spare_gain']})")
     return 0
 
 

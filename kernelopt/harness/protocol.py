@@ -155,22 +155,13 @@ class RunnerRequestBase(Model):
 
 
 class RunnerInit(RunnerRequestBase):
-    """Sent as the runner starts: it imports torch and Triton and builds the problem (on a GPU, its CUDA
-    context). A spare runner does this in the background, beside the runner of the candidate in hand."""
-
     type: Literal["init"] = "init"
     problem: Problem
     device: str
     seed: int
+    arena: ArenaSpec
     inputs: list[Value]
     outputs: list[Value]  # the reference outputs' layout: where the runner copies the candidate's
-
-
-class AttachRequest(RunnerRequestBase):
-    """Sent when the verifier takes the runner for a candidate, after its init: map the shared arena."""
-
-    type: Literal["attach"] = "attach"
-    arena: ArenaSpec
 
 
 class LoadRequest(RunnerRequestBase):
@@ -205,7 +196,7 @@ class UnloadRequest(RunnerRequestBase):
     type: Literal["unload"] = "unload"
 
 
-RunnerRequest = Union[RunnerInit, AttachRequest, LoadRequest, TrialRequest, TimeRequest, CallRequest, UnloadRequest]
+RunnerRequest = Union[RunnerInit, LoadRequest, TrialRequest, TimeRequest, CallRequest, UnloadRequest]
 
 
 class OutputInfo(Model):

@@ -1,10 +1,9 @@
 """The candidate runner: the only process that imports and runs candidate code.
 
 A verifier (`kernelopt.harness.worker`) starts it as
-`python -m kernelopt.harness.runner READ_FD WRITE_FD HARDENED_FD` and sends it RunnerRequests:
-init (the problem), attach (the shared arena; sent when the verifier takes this runner
-for a candidate, which for a spare runner is long after its init), then per candidate
-load -> trial ... -> time -> unload. The runner answers each with a RunnerReply and judges nothing:
+`python -m kernelopt.harness.runner READ_FD WRITE_FD` and sends it RunnerRequests:
+init (the problem and the shared arena), then per candidate load -> trial ... ->
+time -> unload. The runner answers each with a RunnerReply and judges nothing:
 it copies what the candidate returned into the arena, and the verifier, which
 never ran candidate code, compares. After every request it reports whether the
 functions its own copying and timing rely on are still the originals (a candidate
@@ -16,35 +15,10 @@ from __future__ import annotations
 
 import os
 import sys
-
-if __name__ == "__main__":
-    import signal
-
-    # First, before the slow imports: non-dumpable until attached (`Runner.attach`). A spare runner
-    # waits beside the runner of the candidate in hand, and no process of the user -- that candidate
-    # included -- may open its /proc/<pid>/{mem,fd} to plant code or requests in the runner the
-    # next candidate gets. The verifier waits for the byte on HARDENED_FD before it lets any
-    # candidate load beside this process.
-    from kernelopt.harness.sandbox import die_with_parent, harden_process
-
-    harden_process()
-    # Continued by the kernel when its verifier dies: the verifier stops a spare that is still
-    # starting while a candidate is timed, and a stopped process's owner watch cannot run. (Not as
-    # the init of the CPU sandbox's pid namespace: `unshare --kill-child` kills that one with its
-    # parent, and everything in the namespace with it.)
-    if os.getpid() != 1:
-        die_with_parent(signal.SIGCONT)
-    try:
-        os.write(int(sys.argv[3]), b"1")
-    except OSError:
-        pass  # the verifier did not wait for it (a runner it adopts at once)
-    os.close(int(sys.argv[3]))
-
 import traceback
 from typing import Any
 
 from kernelopt.harness.protocol import (
-    AttachRequest,
     CallRequest,
     Channel,
     LoadRequest,
@@ -150,8 +124,8 @@ class Runner:
         import torch
 
         from kernelopt.harness import binding
+        from kernelopt.harness.arena import Arena
 
-        self.arena: Any = None  # the verifier's Arena, once attach() mapped it
         self.init = init
         self.device = init.device
         self.cuda = init.device.startswith("cuda")
@@ -160,6 +134,7 @@ class Runner:
             # The fp32 reference must be fp32 here too: TF32 would change what a candidate's torch calls compute.
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
+        self.arena = Arena.open(init.arena)
         # The problem (trusted) is imported for the reference weights a candidate copies.
         self.prepared = binding.prepare(init.problem, None, device=init.device, seed=init.seed)
         try:
@@ -171,18 +146,6 @@ class Runner:
         self.loaded = 0
 
     # --- requests ---------------------------------------------------------------------
-
-    def attach(self, req: AttachRequest) -> RunnerReply:
-        """Map the verifier's arena: this runner is taken for a candidate. Dumpable again from here
-        on, as a runner always was (it hardened itself while it waited, see `__main__`): the flag is
-        inherited by fork, and the verifier finds a candidate's detached daemons by the tag in their
-        /proc/<pid>/environ, which a non-dumpable process hides."""
-        from kernelopt.harness.arena import Arena
-        from kernelopt.harness.sandbox import set_dumpable
-
-        set_dumpable(True)
-        self.arena = Arena.open(req.arena)
-        return RunnerReply(ok=True)
 
     def load(self, req: LoadRequest) -> RunnerReply:
         from kernelopt.harness.binding import bind_candidate
@@ -397,22 +360,6 @@ def main(read_fd: int, write_fd: int) -> int:
                               traceback=traceback.format_exc()[-8000:]))
         return 4
     chan.send(runner.health(RunnerReply(ok=True, nonce=init.nonce)))
-    # The arena before anything else: every other request works on it.
-    try:
-        attach = parse_runner_request(chan.recv_json())
-    except ProtocolError:
-        return 0
-    if not isinstance(attach, AttachRequest):
-        return 3
-    try:
-        reply = runner.attach(attach)
-    except Exception as exc:  # noqa: BLE001 - report, then exit: the verifier sees a failed start
-        reply = RunnerReply(ok=False, reason="runtime", message=f"runner setup failed: {type(exc).__name__}: {exc}",
-                            traceback=traceback.format_exc()[-8000:])
-    reply.nonce = attach.nonce
-    chan.send(runner.health(reply))
-    if not reply.ok:
-        return 4
     handlers = {LoadRequest: runner.load, TrialRequest: runner.trial, TimeRequest: runner.time, CallRequest: runner.call,
                 UnloadRequest: runner.unload}
     profiler = _diagnostic_profiler()

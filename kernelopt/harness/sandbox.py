@@ -741,25 +741,6 @@ def harden_process() -> bool:
     return _hardened
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(signum: int) -> bool:
-    """`prctl(PR_SET_PDEATHSIG, signum)` (Linux only): the kernel sends `signum` to this process
-    when the thread that spawned it ends -- also while this process is stopped, when none of its
-    own threads (`watch_owner`) can run. SIGCONT resumes a stopped process, so its watch then
-    sees the owner gone and cleans up as usual. Kept across exec (of a binary that is not
-    set-user-ID). Returns whether it took effect."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
 def set_dumpable(on: bool) -> bool:
     """`prctl(PR_SET_DUMPABLE, on)`: `harden_process()` is `set_dumpable(False)`."""
     global _hardened
@@ -985,15 +966,9 @@ def sandbox_unavailable(device: str = "cpu") -> str | None:
 
 def sandbox_argv(argv: list[str], *, writable: list[str], device: str) -> list[str]:
     """`argv` wrapped to run confined (see kernelopt.harness.confine): new user, mount and
-    network namespaces, a pid namespace on the CPU, a read-only file system but `writable`.
-    On the CPU `unshare` forks and waits for the namespace's init (the runner) instead of
-    becoming it, so it runs under `setpriv --pdeathsig KILL` where util-linux has it: killed
-    with the process that spawned it, even while stopped (`die_with_parent`), it takes the whole
-    pid namespace along. On a GPU it execs the runner, which sees to that itself."""
+    network namespaces, a pid namespace on the CPU, a read-only file system but `writable`."""
     unshare = shutil.which("unshare") or "unshare"
-    setpriv = shutil.which("setpriv")
-    prefix = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv and not device.startswith("cuda") else []
-    return [*prefix, unshare, *_unshare_args(device), "--", sys.executable, "-m", "kernelopt.harness.confine",
+    return [unshare, *_unshare_args(device), "--", sys.executable, "-m", "kernelopt.harness.confine",
             *writable, "--", *argv]
 
 

@@ -16,20 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import select
-import shutil
-import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from kernelopt.errors import BadInput
 from kernelopt.harness.protocol import (
-    AttachRequest,
     CallRequest,
     Channel,
     EvaluateRequest,
@@ -56,10 +50,6 @@ RUNNER_START_TIMEOUT_S = 180.0
 # Why a candidate fails when the engine was found stopped while it ran (see Verifier.engine_stopped).
 ENGINE_STOPPED = ("the engine was found stopped (SIGSTOP) while this candidate ran, and not by a Ctrl-Z (which "
                   "stops the verifier first): the candidate stopped it; the engine was continued")
-# How long a spare runner may take to make itself non-dumpable (its first step; about 0.1 s).
-HARDEN_TIMEOUT_S = 30.0
-# KERNELOPT_SPARE_RUNNER=0: keep no spare runner (each fresh runner starts when its candidate needs it).
-SPARE_ENV = "KERNELOPT_SPARE_RUNNER"
 # A reported time is not credible below this fraction of the roofline floor (bytes / peak bandwidth).
 FLOOR_FRACTION = 0.9
 # ... nor when the host spent this many times the reported time per call beyond the known overheads.
@@ -89,59 +79,6 @@ def checked_source(candidate: Candidate) -> tuple[str | None, str | None]:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
         return None, f"{candidate.path}: not UTF-8 text ({exc})"
-
-
-@dataclass
-class _Started:
-    """A runner spawned and sent its RunnerInit, not yet anyone's current runner."""
-
-    child: Any  # sandbox.ChildProcess
-    chan: Channel
-    hardened_fd: int  # readable once the runner is non-dumpable (a byte) or gone (EOF)
-    nonce: str  # the RunnerInit's
-    deadline: float  # for the init's reply
-    reply: RunnerReply | None = None  # the init's reply, once read
-
-    def wait_hardened(self) -> bool:
-        """Wait until the runner has made itself non-dumpable (it writes a byte; on the CPU in the
-        sandbox a copy of the pipe stays open in `unshare`, so its closing would not tell); False
-        when it did not within HARDEN_TIMEOUT_S, or died first."""
-        ready, _, _ = select.select([self.hardened_fd], [], [], HARDEN_TIMEOUT_S)
-        ok = bool(ready) and os.read(self.hardened_fd, 1) == b"1"
-        self.forget_hardened()
-        return ok
-
-    def send_signal(self, signum: int) -> bool:
-        """`signum` to its process group (a spawned child leads its own); whether it was sent."""
-        try:
-            os.killpg(self.child.pid, signum)
-        except OSError:
-            return False
-        return True
-
-    def forget_hardened(self) -> None:
-        if self.hardened_fd >= 0:
-            os.close(self.hardened_fd)
-            self.hardened_fd = -1
-
-    def close(self) -> None:
-        """Kill its tree (it never ran a candidate, so its output is not kept) and close its pipes."""
-        try:
-            self.child.cleanup()
-        finally:
-            self.chan.close()
-            self.forget_hardened()
-
-
-def _empty_dir(path: Path) -> None:
-    for entry in list(path.iterdir()) if path.is_dir() else []:
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            try:
-                entry.unlink()
-            except OSError:
-                pass
 
 
 class Verifier:
@@ -207,12 +144,6 @@ class Verifier:
         self._hand_lock = threading.Lock()
         self._in_hand = False
         self._engine_stop: str | None = None
-        self.guard_ids: dict[str, int] | None = None
-        # One runner started ahead, with no candidate (`_start_spare`), where the next candidate will
-        # want a fresh runner: with --isolate candidate or sandbox, and on a GPU after a timed one.
-        # Its start (Python, torch, the CUDA context: seconds) then runs while a candidate runs.
-        self.spare: _Started | None = None
-        self.spares = (self.cuda or cfg.isolate != "worker") and os.environ.get(SPARE_ENV, "1") != "0"
         # The first runner starts here, with the worker: its start (a Python process importing
         # torch and building the problem) is a one-off cost, and inside the first candidate's
         # wall_s it made the optimize loop size every later round as if each candidate paid it.
@@ -276,69 +207,25 @@ class Verifier:
     # --- the runner ---------------------------------------------------------------------------
 
     def start_runner(self) -> None:
-        """Make a runner the current one, its arena mapped and no candidate loaded: the spare when
-        there is one (its start was paid while the previous candidate ran), else one started now."""
-        # The dumpable window in `_attach` relies on this: no runner that hosted a candidate is alive here.
-        assert self.runner is None, "start_runner with a runner alive"
-        spare, self.spare = self.spare, None
-        if spare is not None:
-            try:
-                spare.send_signal(signal.SIGCONT)  # the candidate that ran beside it may have stopped it
-                self._adopt(spare)
-                self._attach()
-            except RunnerGone:
-                # A spare that failed to start, or that the candidate beside it killed: not this
-                # candidate's doing, so a runner is started for it now, as without a spare.
-                self.stop_runner()
-                spare = None
-        if spare is None:
-            self._adopt(self._spawn())
-            self._attach()
-
-    def _attach(self) -> None:
-        """Give the adopted runner the arena (it maps it)."""
-        from kernelopt.harness.sandbox import harden_process, is_hardened, set_dumpable
-
-        # Opening the arena's CUDA IPC handle in the runner may need the exporting process (this
-        # one) to be open to it like a debugger's target: on the H100 it failed from a runner that
-        # had no such access (in the sandbox's user namespace). So this process is dumpable while
-        # a runner that has loaded no candidate yet opens it, and non-dumpable again before any
-        # candidate is imported. That runner is the one just adopted, and it is the only runner
-        # of this verifier alive at that moment: the runner of the previous candidate was stopped
-        # before (`start_runner` asserts it), and the next spare is spawned only after the window
-        # closed. A spare never gets the arena while it waits: the AttachRequest comes here, when
-        # it is taken. So no candidate of this verifier runs while the window is open. (Another
-        # process of the user, a candidate's daemon that escaped its tree, could use it; a spare
-        # cannot: it loads no candidate; docs/harness.md.)
-        window = self.cuda and is_hardened()
-        if window:
-            set_dumpable(True)
-        try:
-            reply = self.ask(AttachRequest(arena=self.arena.spec), time.monotonic() + RUNNER_START_TIMEOUT_S)
-        finally:
-            if window:
-                harden_process()
-        if not reply.ok:
-            raise RunnerGone("crash", reply.message or "the runner could not map the arena")
-
-    def _spawn(self) -> _Started:
-        """Spawn a runner and send it its RunnerInit; it initialises on its own (torch, Triton, the
-        problem; on a GPU its CUDA context) while this process goes on. It gets no arena and no
-        candidate until it is adopted."""
-        from kernelopt.harness.protocol import new_nonce
-        from kernelopt.harness.sandbox import candidate_env, make_tmpdir, remove_tmpdir, sandbox_argv, spawn
+        from kernelopt.harness.sandbox import (
+            candidate_env,
+            harden_process,
+            is_hardened,
+            make_tmpdir,
+            remove_tmpdir,
+            sandbox_argv,
+            set_dumpable,
+            spawn,
+        )
 
         to_runner_r, to_runner_w = os.pipe()
         from_runner_r, from_runner_w = os.pipe()
-        hardened_r, hardened_w = os.pipe()
         # A private working directory and TMPDIR, removed with the runner: a candidate's scratch
-        # files do not outlive it, nor land in the user's directory. PYTHONSAFEPATH: the runner
-        # imports nothing from its working directory (a spare's is writable by the candidate that
-        # runs beside it; `_adopt` empties it).
+        # files do not outlive it, nor land in the user's directory.
         tmp = make_tmpdir("runner")
         private = {"TRITON_INTERPRET": os.environ["TRITON_INTERPRET"], "TMPDIR": str(tmp), "TMP": str(tmp),
-                   "TEMP": str(tmp), "PYTHONSAFEPATH": "1"}
-        argv = [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w), str(hardened_w)]
+                   "TEMP": str(tmp)}
+        argv = [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w)]
         if self.cfg.isolate == "sandbox":
             # Everything the runner may write is in its own dir (the file system is read-only):
             # compiler caches included, so each sandboxed runner compiles afresh.
@@ -350,88 +237,39 @@ class Verifier:
             writable += self.arena.ipc_files()
             argv = sandbox_argv(argv, writable=writable, device=self.device)
         try:
-            child = spawn(argv, env=candidate_env(private), cwd=str(tmp),
-                          pass_fds=(to_runner_r, from_runner_w, hardened_w), name="runner", tmpdir=tmp)
+            self.runner = spawn(argv, env=candidate_env(private), cwd=str(tmp), pass_fds=(to_runner_r, from_runner_w),
+                                name="runner", tmpdir=tmp)
         except BaseException:
             remove_tmpdir(tmp)
-            for fd in (from_runner_r, to_runner_w, hardened_r):
-                os.close(fd)
             raise
         finally:
-            for fd in (to_runner_r, from_runner_w, hardened_w):
-                os.close(fd)
-        started = _Started(child=child, chan=Channel(from_runner_r, to_runner_w), hardened_fd=hardened_r,
-                           nonce=new_nonce(), deadline=time.monotonic() + RUNNER_START_TIMEOUT_S)
-        init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, inputs=self.in_specs,
-                          outputs=self.out_specs, nonce=started.nonce)
-        try:
-            started.chan.send(init)
-        except ProtocolError:
-            pass  # gone at once: reading its init reply says how
-        return started
-
-    def _adopt(self, started: _Started) -> None:
-        """`started` becomes the current runner once its init reply is in (read now unless
-        `_spare_paused` read it already)."""
-        started.forget_hardened()
-        self.runner, self.chan = started.child, started.chan
+            os.close(to_runner_r)
+            os.close(from_runner_w)
+        self.chan = Channel(from_runner_r, to_runner_w)
         self.runner_hosted = False  # no candidate loaded in this runner yet
+        init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
+                          inputs=self.in_specs, outputs=self.out_specs)
         self.guard_ids = None
-        reply = started.reply or self._receive(started.chan, started.child, started.nonce, started.deadline)
+        # Opening the arena's CUDA IPC handle in the runner may need the exporting process (this
+        # one) to be open to it like a debugger's target: on the H100 it failed from a runner that
+        # had no such access (in the sandbox's user namespace). So this process is dumpable while
+        # a runner that has loaded no candidate yet opens it, and non-dumpable again before any
+        # candidate is imported. (The window is the runner's start: another process of the user,
+        # a candidate's daemon that escaped its tree, could use it; docs/harness.md.)
+        window = self.cuda and is_hardened()
+        if window:
+            set_dumpable(True)
+        try:
+            reply = self.ask(init, time.monotonic() + RUNNER_START_TIMEOUT_S)
+        finally:
+            if window:
+                harden_process()
         if not reply.ok:
             raise RunnerGone("crash", reply.message or "the runner could not start")
-        # What a candidate of another runner may have left in this one's private dir while it waited
-        # (same user, so it can write there); nothing this runner needs is there yet.
-        _empty_dir(started.child.tmpdir)
         # The guarded functions' identities before any candidate ran, kept here, where no
         # candidate runs: a candidate that replaces one and edits the runner's own record of
         # the originals still reports another identity than this.
         self.guard_ids = dict(reply.guard)
-
-    def _start_spare(self, req: EvaluateRequest) -> bool:
-        """Start a spare runner if there is none and the next candidate will want a fresh runner:
-        with --isolate candidate or sandbox, and on a GPU after a timed candidate. It is not needed
-        for the candidate in hand, so a failure to spawn it only means there is none. Returns (True)
-        once the spare is non-dumpable: from then on no process of the user (the candidate about to
-        load beside it included) can open its memory or pipes. Called after `start_runner`, so never
-        while the dumpable window is open."""
-        if not self.spares or self.spare is not None or not (self.cfg.isolate != "worker" or (self.cuda and req.time)):
-            return False
-        try:
-            self.spare = self._spawn()
-        except OSError:
-            return
-        if not self.spare.wait_hardened():
-            self._drop_spare()
-        return True
-
-    @contextmanager
-    def _spare_paused(self) -> Iterator[None]:
-        """Around a timing: a spare still starting -- importing torch on the CPU, creating its CUDA
-        context and the problem's tensors on a GPU -- must not run beside the timed calls, so it is
-        stopped (SIGSTOP to its process group) and continued after. A spare that has finished its
-        start waits on its pipe and is left alone; one that failed is dropped (a runner is started
-        when a candidate needs one)."""
-        spare = self.spare
-        if spare is not None and spare.reply is None and select.select([spare.chan.read_fd], [], [], 0)[0]:
-            try:
-                spare.reply = self._receive(spare.chan, spare.child, spare.nonce, spare.deadline)
-            except RunnerGone:
-                pass
-            if spare.reply is None or not spare.reply.ok:
-                self._drop_spare()
-                spare = None
-        paused = spare is not None and spare.reply is None and spare.send_signal(signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            if paused and spare is not None:
-                spare.send_signal(signal.SIGCONT)
-
-    def _drop_spare(self) -> None:
-        spare, self.spare = self.spare, None
-        if spare is not None:
-            spare.close()
 
     def stop_runner(self) -> tuple[str, str]:
         """Kill the runner's whole tree; returns its captured (stdout, stderr)."""
@@ -455,33 +293,24 @@ class Verifier:
         request.nonce = new_nonce()
         try:
             self.chan.send(request)
-        except ProtocolError as exc:
-            code = self.runner.wait(2.0) if self.runner is not None else None
-            raise RunnerGone("crash", _describe_exit(code, str(exc))) from None
-        reply = self._receive(self.chan, self.runner, request.nonce, deadline)
-        if self.guard_ids is not None and reply.guard != self.guard_ids:
-            changed = sorted(n for n in set(self.guard_ids) | set(reply.guard)
-                             if reply.guard.get(n) != self.guard_ids.get(n))
-            reply.tampered = sorted(set(reply.tampered) | set(changed[:20] or ["the runner's guard report"]))
-        return reply
-
-    def _receive(self, chan: Channel, child: Any, nonce: str, deadline: float) -> RunnerReply:
-        """The runner's reply to the request that carried `nonce`."""
-        try:
-            reply = parse_runner_reply(chan.recv_json(max(0.0, deadline - time.monotonic())))
+            reply = parse_runner_reply(self.chan.recv_json(max(0.0, deadline - time.monotonic())))
+            if reply.nonce != request.nonce:
+                raise RunnerGone("tampered", "the runner's channel carried a reply to no request in hand "
+                                 "(written in advance by the candidate?)")
+            if self.guard_ids is not None and reply.guard != self.guard_ids:
+                changed = sorted(n for n in set(self.guard_ids) | set(reply.guard)
+                                 if reply.guard.get(n) != self.guard_ids.get(n))
+                reply.tampered = sorted(set(reply.tampered) | set(changed[:20] or ["the runner's guard report"]))
+            return reply
         except ProtocolError as exc:
             if self._engine_stop is not None:  # the owner watch killed the runner
                 raise RunnerGone("tampered", self._engine_stop) from None
             if exc.timeout:
                 raise RunnerGone("timeout", f"did not finish within {self.cfg.timeout_s:g} s") from None
-            code = child.wait(2.0) if child is not None else None
+            code = self.runner.wait(2.0) if self.runner is not None else None
             raise RunnerGone("crash", _describe_exit(code, str(exc))) from None
         except ValueError as exc:  # a reply that does not parse: the runner's channel was written by someone else
             raise RunnerGone("tampered", f"the runner sent a malformed reply ({str(exc)[:200]})") from None
-        if reply.nonce != nonce:
-            raise RunnerGone("tampered", "the runner's channel carried a reply to no request in hand "
-                             "(written in advance by the candidate?)")
-        return reply
 
     # --- one candidate ------------------------------------------------------------------------
 
@@ -522,11 +351,9 @@ class Verifier:
 
         try:
             if self.runner is None:
-                self.progress(req.index, "starting a runner" if self.spare is None else "taking the spare runner")
+                self.progress(req.index, "starting a runner")
                 self.start_runner()
                 phase("runner_start")
-            if self._start_spare(req):
-                phase("runner_start")  # the spare's first step (about 0.1 s), before this candidate loads
             deadline = time.monotonic() + self.cfg.timeout_s
             self.runner_hosted = True
             last = self.ask(LoadRequest(candidate=req.candidate, seed=self.cfg.seed, source=source), deadline)
@@ -710,15 +537,14 @@ class Verifier:
         try:
             if self.cuda:
                 self.arena.write(self.in_specs, self.inputs_for(cases[0]))
-                with gpu_lock(self.device), self._spare_paused():
+                with gpu_lock(self.device):
                     t0 = time.perf_counter()
                     last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms), deadline)
                     wall_s = time.perf_counter() - t0
                 stats = last.timing
                 verdict = self._judge_timed(cases[0], last.outputs, last.judged_call) if last.ok and stats else None
             else:
-                with self._spare_paused():
-                    last, stats, verdict = self._time_interpreter(cases, deadline, req.race_against_ms)
+                last, stats, verdict = self._time_interpreter(cases, deadline, req.race_against_ms)
                 wall_s = 0.0
         finally:
             for seed in cases:
@@ -812,7 +638,6 @@ class Verifier:
         return out
 
     def close(self) -> None:
-        self._drop_spare()
         self.stop_runner()
         self.arena.close()
 
