@@ -620,3 +620,44 @@ def test_report_of_an_edited_log_is_one_line_exit_2(tmp_path: Path) -> None:
     assert cli.returncode == 2 and "Traceback" not in cli.stderr
     assert re.search(rf"events.jsonl:{i + 2}: seq \d+ after \d+ \(repeats a number", cli.stderr)
     assert len(cli.stderr.strip().splitlines()) == 1
+
+
+def test_the_winner_is_checked_at_other_shapes_under_the_runs_isolation(tmp_path: Path, monkeypatch) -> None:
+    """The last code a run executes, the winner at the problem's other shapes, runs in engines of
+    its own: a sandboxed run's winner must be sandboxed there too, not run in worker mode."""
+    from kernelopt.harness import shapes as shapes_mod
+    from kernelopt.models.optimize import RunConfig
+    from kernelopt.problem import load_problem
+
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(shapes_mod, "check_shapes", lambda *a, **k: seen.append(k) or [])
+    start = tmp_path / "start.py"
+    start.write_text(kernel(10.0))
+    problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
+    config = RunConfig(problem=problem.path, overrides={"M": "64", "K": "256"}, kernel=str(start), optimizer="list",
+                       rounds=1, beam=2, created_at="2026-01-01T00:00:00+00:00")
+    rundir = RunDir.create(tmp_path / "run", config)
+    engine = FakeEngine(problem)
+    engine.isolate = "sandbox"
+    loop_mod.Loop(rundir, problem, config, engine=engine, optimizer=ListOptimizer([kernel(2.0)]), profile=False).run()
+    rundir.close()
+    assert seen and all(k.get("isolate") == "sandbox" for k in seen)
+
+
+def test_check_shapes_runs_each_shape_under_the_isolation_given(monkeypatch) -> None:
+    from kernelopt.harness import evaluate as evaluate_mod
+    from kernelopt.harness import shapes as shapes_mod
+    from kernelopt.problem import load_candidate, load_problem
+
+    from kernelopt.errors import BadInput
+
+    got: list[dict[str, Any]] = []
+
+    def refuse(problem: Any, candidates: Any, **options: Any) -> list[Any]:
+        got.append(options)
+        raise BadInput("not at this shape")  # reported as unchecked; enough to see the options
+
+    monkeypatch.setattr(evaluate_mod, "evaluate", refuse)
+    problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
+    checks = shapes_mod.check_shapes(problem, load_candidate(MATVEC / "kernel.py"), isolate="sandbox", devices=["cpu"])
+    assert checks and got and all(o["isolate"] == "sandbox" for o in got)

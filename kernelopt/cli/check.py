@@ -125,7 +125,8 @@ def check(ctx: click.Context, problem_path: str, kernel_paths: tuple[str, ...], 
         if shapes == "auto":
             from kernelopt.harness.shapes import with_shapes
 
-            results = with_shapes(problem, results, trials=trials, timeout_s=timeout_s, progress=progress.engine_event)
+            results = with_shapes(problem, results, trials=trials, timeout_s=timeout_s, progress=progress.engine_event,
+                                  isolate=isolate)
     if len(results) == 1:
         emit(results[0], as_json, lambda v: render_verification(v, debug))
     else:

@@ -341,6 +341,7 @@ class Engine:
         if isolate not in ("worker", "candidate", "sandbox", "auto"):
             raise BadInput(f"--isolate {isolate!r}: expected worker, candidate, sandbox or auto")
         isolate = resolve_isolation(isolate, list(devices) if devices else None)
+        self.isolate = isolate  # as resolved: what a later engine for the same run (other shapes) must use
         self.problem = problem
         self.progress = progress
         self.executor = get_executor(executor, **(executor_options or {}))

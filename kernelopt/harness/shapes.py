@@ -64,9 +64,11 @@ def check_shapes(
     seed: int = 0,
     devices: Sequence[str] | None = None,
     progress: Callable[[Any], None] | None = None,
+    isolate: str = "worker",
 ) -> list[ShapeCheck]:
     """Verify `candidate` at each of `other_shapes(problem)` (one engine per shape, through
-    `kernelopt.harness.evaluate`); a problem that cannot take a shape is reported, not raised."""
+    `kernelopt.harness.evaluate`); a problem that cannot take a shape is reported, not raised.
+    `isolate` is the run's: the winner of a sandboxed run is run sandboxed here too."""
     from kernelopt.errors import BadInput
     from kernelopt.harness.evaluate import evaluate
     from kernelopt.harness.verify import as_verification
@@ -82,7 +84,7 @@ def check_shapes(
         try:
             at = load_problem(problem.path, overrides, problem.dtype)
             (ev,) = evaluate(at, [candidate], time=False, trials=trials, timeout_s=timeout_s, seed=seed,
-                             devices=one_device, progress=progress)
+                             devices=one_device, progress=progress, isolate=isolate)
         except BadInput as exc:  # the problem itself does not build at this shape: no verdict on the kernel
             checks.append(ShapeCheck(label=label, overrides=constants, passed=True, checked=False,
                                      message=f"the problem does not build at this shape ({exc})"))
@@ -94,7 +96,8 @@ def check_shapes(
 
 
 def with_shapes(problem: Problem, verifications: Sequence[Verification], *, trials: int = 2,
-                timeout_s: float = 300.0, seed: int = 0, progress: Callable[[Any], None] | None = None) -> list[Verification]:
+                timeout_s: float = 300.0, seed: int = 0, progress: Callable[[Any], None] | None = None,
+                isolate: str = "worker") -> list[Verification]:
     """`kernelopt check --shapes auto`: each candidate that passed at its shape, checked at the
     problem's other shapes; one that fails there is no longer `passed` (reason and message say where)."""
     out: list[Verification] = []
@@ -102,7 +105,8 @@ def with_shapes(problem: Problem, verifications: Sequence[Verification], *, tria
         if not v.passed:
             out.append(v)
             continue
-        checks = check_shapes(problem, v.candidate, trials=trials, timeout_s=timeout_s, seed=seed, progress=progress)
+        checks = check_shapes(problem, v.candidate, trials=trials, timeout_s=timeout_s, seed=seed, progress=progress,
+                              isolate=isolate)
         failed = next((c for c in checks if not c.passed), None)
         update: dict[str, Any] = {"shapes": checks}
         if failed is not None:

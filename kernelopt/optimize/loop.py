@@ -637,6 +637,7 @@ class Loop:
             if ok and self.check_shapes:
                 self.status(f"verifying {vid} at the problem's other shapes")
                 checks += shapes.check_shapes(self.problem, cand, timeout_s=self.timeout_s, seed=self.config.seed,
+                                              isolate=getattr(self.engine, "isolate", "worker"),
                                               devices=list(getattr(self.engine, "devices", None) or [])[:1] or None)
             self.rundir.record_verified(vid, cand.sha256, checks)
             self.refresh()
