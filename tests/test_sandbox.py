@@ -494,3 +494,36 @@ def test_the_gpu_sandbox_has_a_private_dev_shm_with_only_the_shared_ipc_files(tm
     finally:
         os.unlink(shared.name)
         os.unlink(other.name)
+
+
+_WRITE_OWN = """
+import os, sys
+own = sys.argv[1]
+open(os.path.join(own, "scratch"), "wb").write(b"mine")
+print("DONE")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
+def test_the_gpu_sandbox_keeps_a_private_dir_that_lies_under_dev_shm_writable(tmp_path: Path) -> None:
+    """With TMPDIR=/dev/shm the runner's private dir (make_tmpdir) is under /dev/shm: the GPU
+    sandbox's private tmpfs must bind that directory in too, not refuse to start the runner."""
+    why = sandbox.sandbox_unavailable("cpu")
+    if why:
+        pytest.skip(f"no sandbox here: {why}")
+    if not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm here")
+    import shutil
+    import tempfile
+
+    outer = tempfile.mkdtemp(dir="/dev/shm", prefix="kernelopt-test-tmpdir-")
+    own = os.path.join(outer, "kernelopt-child-runner-x")
+    os.mkdir(own)
+    try:
+        argv = sandbox.sandbox_argv([sys.executable, "-c", _WRITE_OWN, own], writable=[own], device="cuda:0")
+        env = {**os.environ, "KERNELOPT_SANDBOX_DEVICE": "cuda"}
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+        assert out.returncode == 0 and "DONE" in out.stdout, (out.returncode, out.stdout, out.stderr)
+        assert Path(own, "scratch").read_bytes() == b"mine"  # the host's dir, through the bind
+    finally:
+        shutil.rmtree(outer)

@@ -86,15 +86,20 @@ def private_shm(shared: list[str]) -> None:
     instead of the user's: the exporter's IPC files (the driver's `cuda.shm.*` and torch's ref
     counter, named by the verifier) are bound into it, and nothing else of the host's is there.
     """
-    fds = [os.open(path, os.O_RDWR) for path in shared]  # before the tmpfs hides them
+    # O_PATH: a writable directory may lie under /dev/shm too (the runner's private dir when
+    # TMPDIR=/dev/shm), and is bound in like a file.
+    fds = [os.open(path, os.O_PATH) for path in shared]  # before the tmpfs hides them
     libc = _libc()
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
     if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777") != 0:
         raise ConfineError(f"mount tmpfs on /dev/shm: {os.strerror(ctypes.get_errno())}")
     for path, fd in zip(shared, fds):
-        with open(path, "wb"):
-            pass  # the mount point, in the new tmpfs
-        _mount(f"/proc/self/fd/{fd}", path, MS_BIND)
+        is_dir = os.path.isdir(f"/proc/self/fd/{fd}")
+        os.makedirs(path if is_dir else os.path.dirname(path), exist_ok=True)  # the mount point, in the new tmpfs
+        if not is_dir:
+            with open(path, "wb"):
+                pass
+        _mount(f"/proc/self/fd/{fd}", path, MS_BIND | (MS_REC if is_dir else 0))
         os.close(fd)
 
 
