@@ -253,8 +253,13 @@ def read_results(path: Path) -> list[ProblemResult]:
 
 def append_result(path: Path, result: ProblemResult) -> None:
     """One line, one write, fsynced; a torn tail left by an earlier kill is cut first."""
+    from kernelopt.errors import Interrupted, interrupted_by
     from kernelopt.rundir import append_line, cut_torn_tail
 
+    if interrupted_by() is not None:
+        # As RunDir.append: after a swallowed interrupt the problem's row (a failure made by the
+        # killed workers) is not true, and a written row would make the suite's resume skip it.
+        raise Interrupted()
     cut_torn_tail(path)
     append_line(path, (result.model_dump_json() + "\n").encode("utf-8"))
 

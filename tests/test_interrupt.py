@@ -58,3 +58,61 @@ def test_the_run_directory_records_nothing_after_an_interrupt(tmp_path):
         assert run.events()[-1]["type"] == "round_started"
     finally:
         run.close()
+
+
+def test_the_interrupt_does_not_outlive_its_command(tmp_path):
+    """One process, several commands (CliRunner, a library caller): once an interrupted command
+    has ended, the next one's run directory records again."""
+    with pytest.raises(SystemExit):
+        with interruptible(lambda: None):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1.0)
+            except KeyboardInterrupt:
+                pass
+    try:
+        run = RunDir.create(tmp_path / "run", config())  # a library call after the command: not refused
+        try:
+            run.record_round_started(1)
+            assert run.events()[-1]["type"] == "round_started"
+        finally:
+            run.close()
+    except KeyboardInterrupt:
+        pytest.fail("the run directory still refuses to record after the interrupted command ended")
+
+
+def test_an_error_that_follows_a_swallowed_interrupt_still_ends_as_the_interrupt(capsys):
+    """The swallowed interrupt killed the workers, and the work failed some other way (an engine
+    error): the command still ends with the interrupt's line and exit code, not that error's."""
+    with pytest.raises(SystemExit) as exc:
+        with interruptible(lambda: "continue with: kernelopt optimize --resume RUN"):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1.0)
+            except KeyboardInterrupt:
+                pass
+            raise RuntimeError("every worker died")
+    assert exc.value.code == 143
+    assert "kernelopt: interrupted; continue with" in capsys.readouterr().err
+
+
+def test_a_suite_records_no_problem_row_after_a_swallowed_interrupt(tmp_path, monkeypatch):
+    """A problem's run that failed because of a swallowed interrupt (its workers killed) must not
+    be written to suite.jsonl as a failed problem: the suite's resume would skip it for good."""
+    from pathlib import Path
+
+    from kernelopt.optimize import loop
+    from kernelopt.suite import run_suite
+
+    def killed(*args, **kwargs):
+        mark_interrupted(signal.SIGTERM)  # the handler ran; its KeyboardInterrupt was swallowed
+        raise RuntimeError("every worker died")
+
+    monkeypatch.setattr(loop, "optimize", killed)
+    out = tmp_path / "out"
+    suite = Path(__file__).resolve().parent.parent / "benchmarks" / "suite"
+    with pytest.raises(BaseException) as caught:  # not pytest.raises(Interrupted): a miss must not stop pytest
+        run_suite(suite, problems=["gelu"], out_dir=out, small=True, budget_evals=1, rounds=1, beam=1,
+                  proposals_per_member=1, experience=False, profile=False)
+    assert isinstance(caught.value, Interrupted), caught.value
+    assert not (out / "suite.jsonl").exists() or (out / "suite.jsonl").read_text() == ""

@@ -277,6 +277,9 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
     def finish(term: bool) -> None:
         note = how_to_continue()
         click.echo(f"kernelopt: interrupted{'; ' + note if note else ''}", err=True)
+        # The command ends here: the flag must not refuse the next command's records in this
+        # process (CliRunner, a library caller).
+        clear_interrupted()
         sys.exit(143 if term else 130)
 
     clear_interrupted()
@@ -290,6 +293,12 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
         yield
     except KeyboardInterrupt as exc:
         finish(isinstance(exc, Interrupted) or interrupted_by() == signal.SIGTERM)
+    except Exception:
+        if interrupted_by() is None:
+            raise
+        # The interrupt was swallowed and the work then failed through it (its workers killed):
+        # an interrupt all the same, not that error.
+        finish(interrupted_by() == signal.SIGTERM)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
