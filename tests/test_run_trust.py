@@ -661,3 +661,31 @@ def test_check_shapes_runs_each_shape_under_the_isolation_given(monkeypatch) -> 
     problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
     checks = shapes_mod.check_shapes(problem, load_candidate(MATVEC / "kernel.py"), isolate="sandbox", devices=["cpu"])
     assert checks and got and all(o["isolate"] == "sandbox" for o in got)
+
+
+def test_an_agent_runs_engine_isolates_as_iterate_does(tmp_path: Path, monkeypatch) -> None:
+    """`kernelopt optimize --resume` of an agent-mode run evaluates what `kernelopt iterate` left
+    pending (agent-written code): under the isolation iterate uses ('auto': the sandbox where there
+    is one), not in worker mode."""
+    from kernelopt.harness import evaluate as evaluate_mod
+    from kernelopt.models.optimize import RunConfig
+    from kernelopt.problem import load_problem
+
+    seen: list[Any] = []
+
+    class Stop(Exception):
+        pass
+
+    def engine(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("isolate"))
+        raise Stop()
+
+    monkeypatch.setattr(evaluate_mod, "Engine", engine)
+    problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
+    config = RunConfig(problem=problem.path, overrides={"M": "64", "K": "256"}, kernel=str(MATVEC / "kernel.py"),
+                       optimizer="agent", rounds=1, beam=1, experience=False,
+                       created_at="2026-01-01T00:00:00+00:00")
+    RunDir.create(tmp_path / "run", config).close()
+    with pytest.raises(Stop):
+        loop_mod.resume(tmp_path / "run")
+    assert seen == ["auto"]

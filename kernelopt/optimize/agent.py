@@ -28,6 +28,9 @@ class AgentOptimizer:
     name = "agent"
     interactive = True
     accepts: frozenset[str] = frozenset()  # the agent decides what to change: an option here would be ignored
+    # Its versions are model-written, as the LLM's: the run's engine (a resume evaluates what an
+    # interrupted `iterate` left pending) isolates as `iterate` and `finish` do.
+    isolation = "auto"
 
     def __init__(self, **options: Any) -> None:
         # Accepted and ignored: the agent, not the optimizer, decides what to change.
