@@ -527,3 +527,21 @@ def test_the_gpu_sandbox_keeps_a_private_dir_that_lies_under_dev_shm_writable(tm
         assert Path(own, "scratch").read_bytes() == b"mine"  # the host's dir, through the bind
     finally:
         shutil.rmtree(outer)
+
+
+def test_the_ipc_files_named_are_this_process_s_only(monkeypatch) -> None:
+    """The driver's file carries the pid in hex, torch's in decimal: pid 18 (0x12) must not take
+    the files of pid 0x123, 0x1, 183 or 1 (a prefix or suffix of its pid in either base)."""
+    from kernelopt.harness import arena as arena_mod
+    from kernelopt.harness.protocol import ArenaSpec
+
+    names = ["cuda.shm.0.12.1", "cuda.shm.1.12.a", "torch_18_2192319269_0", "torch_18_1_12",
+             "cuda.shm.0.123.1", "cuda.shm.0.112.1", "cuda.shm.0.1.1", "cuda.shm.0.18.1", "cuda.shm.12.1.1",
+             "torch_183_1_0", "torch_1_18_0", "torch_118_1_0", "xtorch_18_1_0", "cuda.shm.0.12.1.x", "sem.torch_18_1"]
+    monkeypatch.setattr(arena_mod.os, "getpid", lambda: 18)
+    monkeypatch.setattr(arena_mod.os, "listdir", lambda path: list(names))
+    arena = arena_mod.Arena(None, ArenaSpec(kind="cuda_ipc", nbytes=1, handle="x", device="cuda:0"))
+    assert arena.ipc_files() == sorted(f"/dev/shm/{n}" for n in ("cuda.shm.0.12.1", "cuda.shm.1.12.a",
+                                                                 "torch_18_2192319269_0", "torch_18_1_12"))
+    file_arena = arena_mod.Arena(None, ArenaSpec(kind="file", nbytes=1, path="/dev/shm/x/arena"))
+    assert file_arena.ipc_files() == []  # the CPU path binds nothing

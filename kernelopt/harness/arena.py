@@ -110,7 +110,10 @@ class Arena:
             names = os.listdir("/dev/shm")
         except OSError:
             return []
-        mine = re.compile(rf"cuda\.shm\.\d+\.{pid:x}\.\d+|torch_{pid}_.*")
+        # The pid field is exact between dots (hex) or underscores (decimal): no other pid's files.
+        # The fields around it are taken in hex too: a driver that counts in hex past 9 must not
+        # leave a file out (the runner's CUDA IPC would fail); seen on the H100: cuda.shm.0.1d4.1.
+        mine = re.compile(rf"cuda\.shm\.[0-9a-f]+\.{pid:x}\.[0-9a-f]+|torch_{pid}_.*")
         return sorted(os.path.join("/dev/shm", n) for n in names if mine.fullmatch(n))
 
     def view(self, slot: Slot) -> Any:
