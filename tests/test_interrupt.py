@@ -116,3 +116,22 @@ def test_a_suite_records_no_problem_row_after_a_swallowed_interrupt(tmp_path, mo
                   proposals_per_member=1, experience=False, profile=False)
     assert isinstance(caught.value, Interrupted), caught.value
     assert not (out / "suite.jsonl").exists() or (out / "suite.jsonl").read_text() == ""
+
+
+def test_an_ignored_sigint_stays_ignored(capsys):
+    """A background job of a non-interactive shell starts with SIGINT ignored (a Ctrl-C meant for
+    the script must not reach it): the command leaves it so, as install_reaper does."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interruptible(lambda: None):
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)
+            except KeyboardInterrupt:
+                pytest.fail("an ignored SIGINT interrupted the command")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    except SystemExit:
+        pytest.fail("an ignored SIGINT ended the command")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "interrupted" not in capsys.readouterr().err

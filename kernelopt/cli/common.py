@@ -286,7 +286,9 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
     previous_int: Any = None
     try:
         previous = signal.signal(signal.SIGTERM, on_term)
-        previous_int = signal.signal(signal.SIGINT, on_int)
+        previous_int = signal.getsignal(signal.SIGINT)
+        if previous_int is not signal.SIG_IGN:  # an ignored SIGINT (a shell's background job) stays so
+            signal.signal(signal.SIGINT, on_int)
     except ValueError:  # not the main thread (a library caller's worker): leave the signals alone
         previous = previous_int = None
     try:
