@@ -135,3 +135,17 @@ def test_an_ignored_sigint_stays_ignored(capsys):
     finally:
         signal.signal(signal.SIGINT, previous)
     assert "interrupted" not in capsys.readouterr().err
+
+
+def test_the_interrupt_ends_with_its_command_however_the_command_ends():
+    from kernelopt.errors import interrupted_by
+
+    with pytest.raises(SystemExit):
+        with interruptible(lambda: None):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1.0)
+            except KeyboardInterrupt:
+                pass
+            raise SystemExit(0)  # click's ctx.exit after the swallowed interrupt
+    assert interrupted_by() is None

@@ -277,9 +277,6 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
     def finish(term: bool) -> None:
         note = how_to_continue()
         click.echo(f"kernelopt: interrupted{'; ' + note if note else ''}", err=True)
-        # The command ends here: the flag must not refuse the next command's records in this
-        # process (CliRunner, a library caller).
-        clear_interrupted()
         sys.exit(143 if term else 130)
 
     clear_interrupted()
@@ -305,7 +302,11 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
-    if interrupted_by() is not None:
+        # However the block ended, the interrupt ends with it: the next command in this process
+        # (CliRunner, a library caller) records again.
+        swallowed = interrupted_by()
+        clear_interrupted()
+    if swallowed is not None:
         # The exception was swallowed on its way up (it can land in logging or a finalizer), and
         # the work ended some other way: still an interrupt, with the same line and exit code.
-        finish(interrupted_by() == signal.SIGTERM)
+        finish(swallowed == signal.SIGTERM)
