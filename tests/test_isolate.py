@@ -110,3 +110,29 @@ def test_temp_dir_is_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     run_in_child("selftest", {"action": "sleep", "seconds": 30}, timeout_s=0.5)
     assert len(made) == 2 and all(p.name.startswith("kernelopt-child-selftest-") for p in made)
     assert not any(p.exists() for p in made)
+
+
+def test_children_of_a_sandboxed_run_run_in_the_sandbox(tmp_path):
+    """Profiling runs the candidate through run_in_child: in a sandboxed run it must run confined,
+    with only its own dir and the output dir it is given writable (it ran as the user before)."""
+    import sys
+
+    from kernelopt.harness import sandbox
+    from kernelopt.harness.isolate import children_isolated
+
+    if not sys.platform.startswith("linux") or sandbox.sandbox_unavailable("cpu"):
+        import pytest
+
+        pytest.skip("no sandbox here")
+    outside, given = tmp_path / "run_dir_file.txt", tmp_path / "profile"
+    given.mkdir()
+    paths = [str(outside), str(given / "report.txt")]
+    res = run_in_child("selftest", {"action": "write", "paths": paths}, timeout_s=60, writable=[str(given)])
+    assert res.ok and res.value["wrote"] == paths  # a plain child: everything the user can write
+    with children_isolated("sandbox", "cpu"):
+        res = run_in_child("selftest", {"action": "write", "paths": paths}, timeout_s=60, writable=[str(given)])
+    assert res.ok, res.message
+    assert res.value["wrote"] == [str(given / "report.txt")]
+    with children_isolated("worker", "cpu"):
+        res = run_in_child("selftest", {"action": "write", "paths": paths}, timeout_s=60)
+    assert res.value["wrote"] == paths

@@ -689,3 +689,33 @@ def test_an_agent_runs_engine_isolates_as_iterate_does(tmp_path: Path, monkeypat
     with pytest.raises(Stop):
         loop_mod.resume(tmp_path / "run")
     assert seen == ["auto"]
+
+
+def test_a_sandboxed_run_profiles_its_candidates_in_the_sandbox(tmp_path: Path, monkeypatch) -> None:
+    """Profiling runs the candidate's code (ncu, or the static report): under the run's isolation."""
+    from kernelopt.harness import isolate as isolate_mod
+    from kernelopt.harness import shapes as shapes_mod
+    from kernelopt.models.optimize import RunConfig
+    from kernelopt.models.metrics import ProfileResult
+    from kernelopt.problem import load_problem
+
+    seen: list[tuple[str, str]] = []
+
+    def fake_profile(problem: Any, cand: Any, out_dir: Any, device: str, **_: Any) -> tuple[Any, Any, Any]:
+        seen.append(isolate_mod._CHILD_ISOLATION.get())
+        return ProfileResult(profiler="static"), None, None
+
+    monkeypatch.setattr(loop_mod, "profile_version", fake_profile)
+    monkeypatch.setattr(shapes_mod, "check_shapes", lambda *a, **k: [])
+    start = tmp_path / "start.py"
+    start.write_text(kernel(10.0))
+    problem = load_problem(MATVEC / "problem.py", {"M": "64", "K": "256"})
+    config = RunConfig(problem=problem.path, overrides={"M": "64", "K": "256"}, kernel=str(start), optimizer="list",
+                       rounds=1, beam=2, created_at="2026-01-01T00:00:00+00:00")
+    rundir = RunDir.create(tmp_path / "run", config)
+    engine = FakeEngine(problem)
+    engine.isolate = "sandbox"
+    loop_mod.Loop(rundir, problem, config, engine=engine, optimizer=ListOptimizer([kernel(2.0)]), profile=True).run()
+    rundir.close()
+    assert seen and all(mode == "sandbox" for mode, _ in seen)
+    assert isolate_mod._CHILD_ISOLATION.get()[0] == "worker"  # only for the profile stage

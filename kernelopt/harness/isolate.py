@@ -13,6 +13,8 @@ dict and returns a JSON-able dict.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import json
 import os
@@ -21,7 +23,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import Field
 
@@ -61,6 +63,24 @@ class ChildError(Exception):
         self.kind = kind
 
 
+# The isolation mode and device of the run whose candidates the children run: `sandbox` wraps each
+# child (and its `prefix`, ncu included) in the OS sandbox, so a candidate profiled in a sandboxed
+# run is not run unsandboxed there. Set by the loop around its profile stage (`children_isolated`).
+_CHILD_ISOLATION: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
+    "kernelopt_child_isolation", default=("worker", "cpu"))
+
+
+@contextlib.contextmanager
+def children_isolated(isolate: str, device: str) -> Iterator[None]:
+    """Within the block, `run_in_child` runs its children under `isolate` ('sandbox': confined, as the
+    engine's runners are; anything else: a plain child) on `device`."""
+    token = _CHILD_ISOLATION.set((isolate, device))
+    try:
+        yield
+    finally:
+        _CHILD_ISOLATION.reset(token)
+
+
 def run_in_child(
     mode: str,
     args: dict[str, Any],
@@ -70,6 +90,7 @@ def run_in_child(
     prefix: list[str] | None = None,
     cwd: str | None = None,
     output_cap_bytes: int = OUTPUT_CAP_BYTES,
+    writable: list[str] | None = None,
 ) -> ChildResult:
     """Run `CHILD_MODES[mode](args)` in a fresh Python process.
 
@@ -91,6 +112,14 @@ def run_in_child(
         sandbox.remove_tmpdir(tmp)
         raise
     cmd = [*(prefix or []), sys.executable, "-m", "kernelopt.harness.isolate", str(req_path), str(out_path)]
+    isolate, device = _CHILD_ISOLATION.get()
+    if isolate == "sandbox":
+        # Read-only but for its own dir and `writable` (a profile's output dir); private TMPDIR and
+        # caches, as the engine's sandboxed runners have (kernelopt.harness.worker).
+        env = {**(env or {}), "TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp),
+               "TRITON_CACHE_DIR": str(tmp / "triton"), "XDG_CACHE_HOME": str(tmp / "cache"),
+               "PYTHONDONTWRITEBYTECODE": "1", "KERNELOPT_SANDBOX_DEVICE": "cuda" if device.startswith("cuda") else "cpu"}
+        cmd = sandbox.sandbox_argv(cmd, writable=[str(tmp), *(writable or [])], device=device)
     start = time.monotonic()
     child = sandbox.spawn(
         cmd,
@@ -188,6 +217,17 @@ def _child_selftest(args: dict[str, Any]) -> dict[str, Any]:
         return {"env": dict(os.environ)}
     elif action == "stdin":
         return {"stdin": sys.stdin.read()}
+    elif action == "write":
+        # Which of `paths` this child can write (the sandbox's read-only view).
+        wrote = []
+        for path in args["paths"]:
+            try:
+                with open(path, "a") as fh:
+                    fh.write("child\n")
+                wrote.append(path)
+            except OSError:
+                pass
+        return {"wrote": wrote}
     return {"echo": args}
 
 

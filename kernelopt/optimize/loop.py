@@ -238,9 +238,14 @@ class Loop:
         except VersionRefused as exc:
             self.say(f"{vid}: not profiled: {exc}")
             return "no"
-        result, diagnosis, summary = profile_version(self.problem, cand,
-                                                     self.rundir.version_dir(vid) / "profile", self.engine.devices[0],
-                                                     lock_timeout_s=max(600.0, 2 * self.timeout_s))
+        from kernelopt.harness.isolate import children_isolated
+
+        # Profiling runs the candidate too: in a sandboxed run, inside the sandbox (a profile that
+        # cannot run there is a recorded failure, never an unsandboxed run).
+        with children_isolated(getattr(self.engine, "isolate", "worker"), self.engine.devices[0]):
+            result, diagnosis, summary = profile_version(self.problem, cand,
+                                                         self.rundir.version_dir(vid) / "profile", self.engine.devices[0],
+                                                         lock_timeout_s=max(600.0, 2 * self.timeout_s))
         # Recorded either way: a failed profile is data (its reason in the `profiled` event and the report).
         self.rundir.record_profiled(vid, metrics=result.metrics, diagnosis=diagnosis, ncu_summary=summary,
                                     profiler=result.profiler, failure=result.failure, notes=result.notes)

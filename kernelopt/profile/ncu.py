@@ -138,7 +138,8 @@ class NcuProfiler:
         prefix = ncu_command(ncu, base, sections=self.sections, metrics=self.metrics)
         args = ProfileRequest(problem=problem, candidate=candidate, seed=seed).model_dump(mode="json", exclude={"warmup_calls"})
         # compiled kernels only: the Triton interpreter launches nothing ncu could profile
-        result = run_in_child("profile", args, timeout_s=self.timeout_s, prefix=prefix, env={"TRITON_INTERPRET": "0"})
+        result = run_in_child("profile", args, timeout_s=self.timeout_s, prefix=prefix, env={"TRITON_INTERPRET": "0"},
+                              writable=[str(out)])
         output = (result.extra.get("stdout_tail") or "") + "\n" + result.stderr_tail
         if result.error_kind == "timeout":
             raise ToolFailed(f"ncu timed out after {self.timeout_s:g} s profiling {candidate.name}", reason="timeout")
