@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -545,3 +546,32 @@ def test_the_ipc_files_named_are_this_process_s_only(monkeypatch) -> None:
                                                                  "torch_18_2192319269_0", "torch_18_1_12"))
     file_arena = arena_mod.Arena(None, ArenaSpec(kind="file", nbytes=1, path="/dev/shm/x/arena"))
     assert file_arena.ipc_files() == []  # the CPU path binds nothing
+
+
+def test_a_list_written_by_a_candidate_removes_no_other_runs_arena(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate can write `.kernelopt-also-remove` into its own writable dir, naming another
+    run's arena: removing its dir must not remove that arena. The verifier's own attached arena,
+    marked with its owner, still goes with its dir."""
+    own = Path(tempfile_mkdtemp(prefix=sandbox.TMP_PREFIX + "verifier-", dir=tmp_path))
+    victim = tmp_path / "kernelopt-arena-victim"
+    victim.mkdir()
+    (victim / "arena").write_bytes(b"another run's inputs")
+    candidate_dir = own / (sandbox.TMP_PREFIX + "runner-x")
+    candidate_dir.mkdir()
+    (candidate_dir / sandbox.ALSO_REMOVE).write_text(f"{victim}\n")
+    sandbox.remove_tmpdir(candidate_dir)
+    assert victim.exists() and not candidate_dir.exists()
+
+    monkeypatch.setenv(sandbox.DIR_VAR, str(own))
+    mine = tmp_path / "kernelopt-arena-mine"
+    mine.mkdir()
+    sandbox.attach_dir(mine)
+    (own / sandbox.ALSO_REMOVE).write_text(f"{mine}\n{victim}\n")  # a candidate appended the victim
+    sandbox.remove_tmpdir(own)
+    assert not mine.exists() and victim.exists() and not own.exists()
+
+
+def tempfile_mkdtemp(**kwargs: Any) -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(**kwargs)

@@ -481,6 +481,10 @@ def make_tmpdir(name: str = "candidate") -> Path:
 ALSO_REMOVE = ".kernelopt-also-remove"
 # The only directories ALSO_REMOVE may name: nothing else is ever removed through it.
 _ALSO_PREFIXES = ("kernelopt-arena-",)
+# In an attached dir: the sandbox dir it goes with. A candidate can write an ALSO_REMOVE list into
+# its own (writable) dir; only dirs that name that dir here go with it, and a sandboxed candidate
+# cannot write this file into another run's arena (read-only to it), so it cannot have them removed.
+OWNER_MARK = ".kernelopt-owner"
 
 
 def attach_dir(extra: Path | str) -> None:
@@ -488,10 +492,20 @@ def attach_dir(extra: Path | str) -> None:
     this process is SIGKILLed; outside a spawned process, when this process exits."""
     own = os.environ.get(DIR_VAR, "")
     if own and Path(own).name.startswith(TMP_PREFIX) and os.path.isdir(own):
+        with open(os.path.join(extra, OWNER_MARK), "w") as fh:
+            fh.write(os.path.realpath(own))
         with open(os.path.join(own, ALSO_REMOVE), "a") as fh:
             fh.write(str(extra) + "\n")
     with _lock:
         _tmpdirs[str(extra)] = os.getpid()
+
+
+def _attached_to(extra: str, path: Path | str) -> bool:
+    try:
+        with open(os.path.join(extra, OWNER_MARK)) as fh:
+            return fh.read() == os.path.realpath(path)
+    except OSError:
+        return False
 
 
 def remove_tmpdir(path: Path | str) -> None:
@@ -501,7 +515,7 @@ def remove_tmpdir(path: Path | str) -> None:
     except OSError:
         extras = []
     for extra in extras:
-        if Path(extra).name.startswith(_ALSO_PREFIXES):
+        if Path(extra).name.startswith(_ALSO_PREFIXES) and _attached_to(extra, path):
             shutil.rmtree(extra, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
     with _lock:
