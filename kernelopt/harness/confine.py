@@ -163,7 +163,7 @@ def main(argv: list[str]) -> int:
     sep = argv.index("--")
     writable, cmd = [os.path.realpath(p) for p in argv[:sep]], argv[sep + 1 :]
     try:
-        cpu_only = os.environ.get("KERNELOPT_SANDBOX_DEVICE", "cpu") == "cpu"
+        cpu_only = os.environ.get("KERNELOPT_SANDBOX_DEVICE", "cpu") == "cpu"  # sandbox.SANDBOX_DEVICE_VAR
         read_only_view(writable, shm_private=not cpu_only)
         set_limits(cpu_only=cpu_only)
         drop_capabilities()

@@ -114,11 +114,8 @@ def run_in_child(
     cmd = [*(prefix or []), sys.executable, "-m", "kernelopt.harness.isolate", str(req_path), str(out_path)]
     isolate, device = _CHILD_ISOLATION.get()
     if isolate == "sandbox":
-        # Read-only but for its own dir and `writable` (a profile's output dir); private TMPDIR and
-        # caches, as the engine's sandboxed runners have (kernelopt.harness.worker).
-        env = {**(env or {}), "TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp),
-               "TRITON_CACHE_DIR": str(tmp / "triton"), "XDG_CACHE_HOME": str(tmp / "cache"),
-               "PYTHONDONTWRITEBYTECODE": "1", "KERNELOPT_SANDBOX_DEVICE": "cuda" if device.startswith("cuda") else "cpu"}
+        # Read-only but for its own dir and `writable` (a profile's output dir).
+        env = {**(env or {}), **sandbox.sandbox_env(tmp, device)}
         cmd = sandbox.sandbox_argv(cmd, writable=[str(tmp), *(writable or [])], device=device)
     start = time.monotonic()
     child = sandbox.spawn(

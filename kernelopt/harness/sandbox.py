@@ -978,6 +978,20 @@ def sandbox_unavailable(device: str = "cpu") -> str | None:
     return why
 
 
+SANDBOX_DEVICE_VAR = "KERNELOPT_SANDBOX_DEVICE"  # read by kernelopt.harness.confine
+
+
+def sandbox_env(tmp: Path | str, device: str) -> dict[str, str]:
+    """What a confined child adds to its environment: everything it may write is in its own `tmp`
+    (the file system is read-only), compiler caches included, so each one compiles afresh; and the
+    device kind, which tells `confine` whether to limit address space and give a private /dev/shm.
+    One set for the engine's runners and for the children `run_in_child` starts (profiling)."""
+    tmp = Path(tmp)
+    return {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp), "TRITON_CACHE_DIR": str(tmp / "triton"),
+            "TORCH_EXTENSIONS_DIR": str(tmp / "torch_extensions"), "XDG_CACHE_HOME": str(tmp / "cache"),
+            "PYTHONDONTWRITEBYTECODE": "1", SANDBOX_DEVICE_VAR: "cuda" if device.startswith("cuda") else "cpu"}
+
+
 def sandbox_argv(argv: list[str], *, writable: list[str], device: str) -> list[str]:
     """`argv` wrapped to run confined (see kernelopt.harness.confine): new user, mount and
     network namespaces, a pid namespace on the CPU, a read-only file system but `writable`."""

@@ -214,6 +214,7 @@ class Verifier:
             make_tmpdir,
             remove_tmpdir,
             sandbox_argv,
+            sandbox_env,
             set_dumpable,
             spawn,
         )
@@ -227,11 +228,7 @@ class Verifier:
                    "TEMP": str(tmp)}
         argv = [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w)]
         if self.cfg.isolate == "sandbox":
-            # Everything the runner may write is in its own dir (the file system is read-only):
-            # compiler caches included, so each sandboxed runner compiles afresh.
-            private.update(TRITON_CACHE_DIR=str(tmp / "triton"), TORCH_EXTENSIONS_DIR=str(tmp / "torch_extensions"),
-                           XDG_CACHE_HOME=str(tmp / "cache"), PYTHONDONTWRITEBYTECODE="1",
-                           KERNELOPT_SANDBOX_DEVICE="cuda" if self.cuda else "cpu")
+            private.update(sandbox_env(tmp, self.device))
             writable = [str(tmp)] + ([os.path.dirname(self.arena.spec.path)] if self.arena.spec.path else [])
             # On a GPU the runner's /dev/shm is its own, with this process's CUDA IPC files in it.
             writable += self.arena.ipc_files()
