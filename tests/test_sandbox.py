@@ -427,7 +427,8 @@ for path in sys.argv[1:]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
 def test_the_gpu_sandbox_reaches_no_writable_view_through_proc(tmp_path: Path) -> None:
-    """On a GPU the sandbox has no pid namespace, so the candidate sees the user's processes. Their
+    """With a legacy CUDA IPC arena (old drivers) the GPU sandbox has no pid namespace, so the
+    candidate sees the user's processes. Their
     `/proc/<pid>/root` and `/cwd` lead to the host's writable mounts, but a process in another user
     namespace may not open them (docs/harness.md: the run directory stays read-only to it)."""
     why = sandbox.sandbox_unavailable("cpu")
@@ -441,8 +442,8 @@ def test_the_gpu_sandbox_reaches_no_writable_view_through_proc(tmp_path: Path) -
     try:
         argv = sandbox.sandbox_argv([sys.executable, "-c", _THROUGH_PROC, str(victim),
                                      f"/proc/{bystander.pid}/root{victim}", f"/proc/{bystander.pid}/cwd/victim.txt"],
-                                    writable=[str(own)], device="cuda:0")
-        assert "--pid" not in argv  # the GPU's namespaces, run on the CPU
+                                    writable=[str(own)], device="cuda:0", pid_namespace=False)
+        assert "--pid" not in argv  # the legacy-IPC GPU's namespaces, run on the CPU
         env = {**os.environ, "KERNELOPT_SANDBOX_DEVICE": "cpu"}
         out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
     finally:

@@ -2,7 +2,8 @@
 
 The verifier allocates it, writes each trial's inputs into it, and reads the
 candidate's outputs from it; the runner maps it and runs the candidate on views of
-it. On a GPU it is one CUDA allocation shared through CUDA IPC; on the CPU a file
+it. On a GPU it is one CUDA allocation shared through a file descriptor the runner
+inherits (cuda_fd.py; legacy CUDA IPC where the driver cannot); on the CPU a file
 (in /dev/shm where there is room) mapped by both. Only the verifier hands out the
 recipe to map it (verifier -> runner), never the other way.
 """
@@ -63,6 +64,7 @@ class Arena:
         self.buffer = buffer
         self.spec = spec
         self._owner_dir = owner_dir
+        self._shared: Any = None  # kind "cuda_fd": the SharedCudaBuffer behind `buffer`
 
     @classmethod
     def allocate(cls, nbytes: int, device: str) -> "Arena":
@@ -70,6 +72,17 @@ class Arena:
 
         nbytes = max(_align(nbytes), ALIGN)
         if device.startswith("cuda"):
+            from kernelopt.harness.cuda_fd import FdShareUnavailable, SharedCudaBuffer
+
+            try:
+                shared = SharedCudaBuffer.allocate(nbytes, torch.device(device).index or 0)
+            except FdShareUnavailable:
+                shared = None  # an old driver: legacy CUDA IPC, with the verifier's dumpable window
+            if shared is not None:
+                arena = cls(shared.tensor[:nbytes], ArenaSpec(kind="cuda_fd", nbytes=nbytes, fd=shared.fd,
+                                                                  mapped_nbytes=shared.nbytes, device=device))
+                arena._shared = shared
+                return arena
             buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
             from torch.multiprocessing.reductions import reduce_tensor
 
@@ -90,6 +103,14 @@ class Arena:
         """Map an arena the verifier allocated (runner side)."""
         import torch
 
+        if spec.kind == "cuda_fd":
+            from kernelopt.harness.cuda_fd import SharedCudaBuffer
+
+            assert spec.fd is not None
+            shared = SharedCudaBuffer.open(spec.fd, spec.mapped_nbytes or spec.nbytes, torch.device(spec.device).index or 0)
+            arena = cls(shared.tensor[: spec.nbytes], spec)
+            arena._shared = shared
+            return arena
         if spec.kind == "cuda_ipc":
             assert spec.handle is not None
             # The recipe comes from the verifier, which runs no candidate code.
@@ -98,6 +119,10 @@ class Arena:
             return cls(fn(*args), spec)
         assert spec.path is not None
         return cls(torch.from_file(spec.path, shared=True, size=spec.nbytes, dtype=torch.uint8), spec)
+
+    def pass_fds(self) -> tuple[int, ...]:
+        """The fds a runner must inherit to open this arena (kind "cuda_fd": the allocation's)."""
+        return (self.spec.fd,) if self.spec.kind == "cuda_fd" and self.spec.fd is not None else ()
 
     def ipc_files(self) -> list[str]:
         """The files in /dev/shm through which a CUDA arena is shared: the driver's IPC file of
@@ -130,6 +155,12 @@ class Arena:
 
     def close(self) -> None:
         self.buffer = None
+        if self._shared is not None:
+            import torch
+
+            torch.cuda.synchronize(self.spec.device)
+            self._shared.close()
+            self._shared = None
         if self._owner_dir:
             shutil.rmtree(self._owner_dir, ignore_errors=True)
 

@@ -55,10 +55,12 @@ class Value(Model):
 
 
 class ArenaSpec(Model):
-    kind: Literal["file", "cuda_ipc"]
+    kind: Literal["file", "cuda_fd", "cuda_ipc"]
     nbytes: int
     path: str | None = None  # kind == "file"
-    handle: str | None = None  # kind == "cuda_ipc": base64 of the pickled IPC rebuild recipe (verifier -> runner only)
+    fd: int | None = None  # kind == "cuda_fd": the allocation's fd, inherited by the runner (cuda_fd.py)
+    mapped_nbytes: int | None = None  # kind == "cuda_fd": nbytes rounded up to the driver's allocation grain
+    handle: str | None = None  # kind == "cuda_ipc" (old drivers): base64 of the pickled IPC rebuild recipe (verifier -> runner only)
     device: str = "cpu"
 
 

@@ -946,11 +946,12 @@ def _stop_trees(children: list[ChildProcess], deadline_s: float = 2.0) -> list[t
 _sandbox_probe: dict[str, str | None] = {}
 
 
-def _unshare_args(device: str) -> list[str]:
+def _unshare_args(pid_namespace: bool = True) -> list[str]:
     args = ["--user", "--map-root-user", "--mount", "--net", "--kill-child"]
-    if not device.startswith("cuda"):
-        # Legacy CUDA IPC handles (the arena on a GPU) cannot cross PID namespaces: on a GPU
-        # the runner stays in the verifier's, and is found by its tag as in the other modes.
+    if pid_namespace:
+        # Off only for a legacy CUDA IPC arena (old drivers), whose handles cannot cross PID
+        # namespaces: that runner stays in the verifier's, and is found by its tag as in the
+        # other modes. The fd-shared arena (cuda_fd.py) crosses them.
         args += ["--pid", "--fork", "--mount-proc"]
     return args
 
@@ -968,7 +969,7 @@ def sandbox_unavailable(device: str = "cpu") -> str | None:
         why = "`unshare` (util-linux) is not installed"
     else:
         try:
-            proc = subprocess.run([unshare, *_unshare_args(device), "--", "true"], capture_output=True, text=True,
+            proc = subprocess.run([unshare, *_unshare_args(), "--", "true"], capture_output=True, text=True,
                                   timeout=30, stdin=subprocess.DEVNULL)
             if proc.returncode != 0:
                 why = "user namespaces are not available (" + (proc.stderr.strip().splitlines() or ["?"])[-1][:120] + ")"
@@ -992,11 +993,12 @@ def sandbox_env(tmp: Path | str, device: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", SANDBOX_DEVICE_VAR: "cuda" if device.startswith("cuda") else "cpu"}
 
 
-def sandbox_argv(argv: list[str], *, writable: list[str], device: str) -> list[str]:
-    """`argv` wrapped to run confined (see kernelopt.harness.confine): new user, mount and
-    network namespaces, a pid namespace on the CPU, a read-only file system but `writable`."""
+def sandbox_argv(argv: list[str], *, writable: list[str], device: str, pid_namespace: bool = True) -> list[str]:
+    """`argv` wrapped to run confined (see kernelopt.harness.confine): new user, mount, network
+    and (unless `pid_namespace` is False: a legacy CUDA IPC arena) pid namespaces, a read-only
+    file system but `writable`."""
     unshare = shutil.which("unshare") or "unshare"
-    return [unshare, *_unshare_args(device), "--", sys.executable, "-m", "kernelopt.harness.confine",
+    return [unshare, *_unshare_args(pid_namespace), "--", sys.executable, "-m", "kernelopt.harness.confine",
             *writable, "--", *argv]
 
 

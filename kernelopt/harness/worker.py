@@ -232,10 +232,11 @@ class Verifier:
             writable = [str(tmp)] + ([os.path.dirname(self.arena.spec.path)] if self.arena.spec.path else [])
             # On a GPU the runner's /dev/shm is its own, with this process's CUDA IPC files in it.
             writable += self.arena.ipc_files()
-            argv = sandbox_argv(argv, writable=writable, device=self.device)
+            argv = sandbox_argv(argv, writable=writable, device=self.device,
+                                pid_namespace=self.arena.spec.kind != "cuda_ipc")
         try:
-            self.runner = spawn(argv, env=candidate_env(private), cwd=str(tmp), pass_fds=(to_runner_r, from_runner_w),
-                                name="runner", tmpdir=tmp)
+            self.runner = spawn(argv, env=candidate_env(private), cwd=str(tmp),
+                                pass_fds=(to_runner_r, from_runner_w, *self.arena.pass_fds()), name="runner", tmpdir=tmp)
         except BaseException:
             remove_tmpdir(tmp)
             raise
@@ -247,13 +248,12 @@ class Verifier:
         init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
                           inputs=self.in_specs, outputs=self.out_specs)
         self.guard_ids = None
-        # Opening the arena's CUDA IPC handle in the runner may need the exporting process (this
-        # one) to be open to it like a debugger's target: on the H100 it failed from a runner that
-        # had no such access (in the sandbox's user namespace). So this process is dumpable while
-        # a runner that has loaded no candidate yet opens it, and non-dumpable again before any
-        # candidate is imported. (The window is the runner's start: another process of the user,
-        # a candidate's daemon that escaped its tree, could use it; docs/harness.md.)
-        window = self.cuda and is_hardened()
+        # Only for legacy CUDA IPC (a driver without fd sharing): opening the handle in the runner
+        # may need the exporting process (this one) open to it like a debugger's target, so this
+        # process is dumpable while a runner that has loaded no candidate yet opens it, and
+        # non-dumpable again before any candidate is imported (docs/harness.md: the window). The
+        # fd-shared arena (cuda_fd.py, every current driver) needs no window.
+        window = self.arena.spec.kind == "cuda_ipc" and is_hardened()
         if window:
             set_dumpable(True)
         try:
