@@ -7,8 +7,8 @@ root of a fresh user namespace (no rights outside it) and, before any candidate 
 1. bind-mounts each WRITABLE directory (the runner's private dir, the arena's) onto itself;
 2. remounts every other mount read-only (a read-only view of the user's files), except /proc,
    /sys and /dev with its device nodes (a GPU must stay reachable); /dev/shm is read-only too,
-   but for the arena; on a GPU /dev/shm is a private tmpfs instead, holding only the verifier's
-   CUDA IPC files (`private_shm`), since CUDA IPC needs it writable;
+   but for the arena; on a GPU /dev/shm is a private tmpfs instead (`private_shm`): empty with the
+   fd-shared arena (cuda_fd.py), holding the verifier's IPC files with legacy CUDA IPC;
 3. sets resource limits: no core files, file size, processes (counted in this namespace),
    and, on the CPU only, address space (CUDA reserves more address space than any limit);
 4. drops every capability, the bounding set included, and sets no_new_privs: the candidate is
