@@ -14,7 +14,8 @@ from kernelopt.optimize.transforms.base import TransformError
 from tests.transform_checks import FIX, ROOT, SUITE
 
 NAMES = ["grouped_program_order", "flat_elementwise", "persistent_grid", "autotune_table", "dot_inner_product",
-         "cuda_block_template", "cuda_vectorized_loads", "single_pass_row", "rows_per_program", "split_reduction"]
+         "cuda_block_template", "cuda_vectorized_loads", "single_pass_row", "rows_per_program", "split_reduction",
+         "block_program_axis"]
 FILES = sorted([*SUITE.glob("*/kernel.py"), *(ROOT / "examples").glob("*/kernel*.py"), *FIX.glob("*.py"),
                 *(ROOT / "tests" / "fixtures" / "knobs").glob("*.py"), *(ROOT / "tests" / "fixtures" / "harness").glob("*.py")])
 ODD = ["", "x = 1\n", "def broken(:\n", "import triton\n@triton.jit\ndef k():\n    pass\n",
@@ -56,7 +57,7 @@ def test_odd_sources_decline_without_raising(name):
 @pytest.mark.parametrize("name, param, bad, kind", [
     ("grouped_program_order", "GROUP_M", 0, "positive"), ("persistent_grid", "PROGRAMS_PER_SM", True, "positive"),
     ("autotune_table", "RADIUS", -1, "non-negative"), ("split_reduction", "SPLIT", 2.0, "positive"),
-    ("rows_per_program", "ROWS_PER_PROGRAM", 0, "positive")])
+    ("rows_per_program", "ROWS_PER_PROGRAM", 0, "positive"), ("block_program_axis", "BLOCK_PID", 0, "positive")])
 def test_a_bad_integer_parameter_is_refused_alike(name, param, bad, kind):
     # one check (triton_edit.int_param) for every transform's integer parameter, before any parsing
     with pytest.raises(TransformError, match=rf"^{name}: {param}={bad!r} is not a {kind} integer$"):

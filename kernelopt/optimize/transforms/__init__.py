@@ -15,6 +15,7 @@ ENTRY_POINT_GROUP = "kernelopt.transforms"
 
 # name -> "module:attribute"; imported only when used, so the CLI stays fast.
 BUILTIN: dict[str, str] = {
+    "block_program_axis": "kernelopt.optimize.transforms.block_program_axis:BlockProgramAxis",
     "cuda_block_template": "kernelopt.optimize.transforms.cuda_block_template:CudaBlockTemplate",
     "cuda_vectorized_loads": "kernelopt.optimize.transforms.cuda_vectorized_loads:CudaVectorizedLoads",
     "autotune_table": "kernelopt.optimize.transforms.autotune_table:AutotuneTable",

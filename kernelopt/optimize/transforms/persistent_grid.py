@@ -31,6 +31,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     add_params,
     axis_of,
+    body_of,
     constexpr_annotation,
     enclosing_stmt,
     fresh,
@@ -61,21 +62,13 @@ def torch_alias(tree: ast.Module) -> str | None:
     return None
 
 
-def _body(k: JitKernel) -> list[ast.stmt]:
-    body = k.fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        return body[1:]  # the docstring stays outside the loop
-    return body
-
-
 _MetaGrid = tuple[str, list[tuple[str, ast.AST]], list[ast.AST]]  # the grid callable, META key -> launch arg, literals
 
 
 def _guard(k: JitKernel) -> ast.If | None:
     """The one top-level `if COND: return` of the body (a bounds guard), when there is exactly one:
     inside the tile loop it becomes `if not (COND):` around the statements after it."""
-    guards = [s for s in _body(k) if isinstance(s, ast.If) and not s.orelse and len(s.body) == 1
+    guards = [s for s in body_of(k.fn) if isinstance(s, ast.If) and not s.orelse and len(s.body) == 1
               and isinstance(s.body[0], ast.Return) and s.body[0].value is None]
     return guards[0] if len(guards) == 1 else None
 
@@ -103,7 +96,7 @@ def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str]
             return f"a multi-line string at line {node.lineno} (re-indenting would change it)"
         if isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not fn:
             return "defines a nested function"
-    body = _body(k)
+    body = body_of(k.fn)
     if not body:
         return "has no body to loop over"
     axes = 1 + max([a for a in pids if a is not None] + [axis_of(c) or 0 for c in nums])
@@ -189,7 +182,7 @@ class PersistentGrid:
             edits.append((src.start(call), src.end(call), coord[axis_of(call)]))  # type: ignore[index]
         for call in tl_calls(fn, p.al, "num_programs"):
             edits.append((src.start(call), src.end(call), sizes[axis_of(call)]))  # type: ignore[index]
-        body = _body(k)
+        body = body_of(k.fn)
         indent = indent_of(src, body[0])
         unit = indent[len(indent_of(src, fn)):] or "    "
         first_line, last_line = body[0].lineno, max(s.end_lineno or s.lineno for s in body)

@@ -36,9 +36,11 @@ from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     add_launch_kwargs,
     add_params,
+    body_of,
     constexpr_annotation,
+    flat_tile_index,
     fresh,
-    grid_of,
+    grid_axis,
     int_param,
     kernel_sites,
     line_span,
@@ -46,7 +48,6 @@ from kernelopt.optimize.transforms.triton_edit import (
     program_ids,
     refuse_unknown,
     reindent_edits,
-    text,
     tl_calls,
     triton_module,
     used_names,
@@ -60,38 +61,6 @@ PARAM = "ROWS_PER_PROGRAM"
 class _Launch:
     def __init__(self, call: ast.Call, rows: str, grid_edit: Edit) -> None:
         self.call, self.rows, self.grid_edit = call, rows, grid_edit
-
-
-def _pid_names(fn: ast.FunctionDef, calls: list[ast.Call]) -> set[str]:
-    """Names bound directly to tl.program_id(0) in the kernel."""
-    ids = {id(c) for c in calls}
-    return {t.id for s in ast.walk(fn) if isinstance(s, ast.Assign) and id(s.value) in ids
-            for t in s.targets if isinstance(t, ast.Name)}
-
-
-def _flat_tile_index(k: JitKernel, calls: list[ast.Call]) -> bool:
-    """program_id(0) (or a name bound to it) multiplied by a constexpr: a flat tile index."""
-    pid_names = _pid_names(k.fn, calls)
-    ids = {id(c) for c in calls}
-
-    def is_pid(n: ast.AST) -> bool:
-        return id(n) in ids or (isinstance(n, ast.Name) and n.id in pid_names)
-
-    for n in ast.walk(k.fn):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
-            for a, b in ((n.left, n.right), (n.right, n.left)):
-                if is_pid(a) and isinstance(b, ast.Name) and b.id in k.constexprs:
-                    return True
-    return False
-
-
-def _body(fn: ast.FunctionDef) -> list[ast.stmt]:
-    """The kernel body without its docstring."""
-    body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    return body
 
 
 def _guards(fn: ast.FunctionDef) -> list[ast.If]:
@@ -129,7 +98,7 @@ class RowsPerProgram:
             return "does not read tl.program_id(0): not one program per row"
         if tl_calls(fn, al, "num_programs"):
             return "reads tl.num_programs (a persistent or grid-stride loop): programs are not rows"
-        if _flat_tile_index(k, pids[0]):
+        if flat_tile_index(k, pids[0]):
             return "program_id(0) indexes BLOCK-sized tiles of a flat range (an elementwise kernel), not rows"
         guards = _guards(fn)
         if any(isinstance(n, (ast.Yield, ast.YieldFrom)) or (isinstance(n, ast.Return) and not any(
@@ -140,7 +109,7 @@ class RowsPerProgram:
             return "takes parameters with defaults, *args or keyword-only parameters"
         if fn not in p.src.tree.body:
             return "the kernel is not defined at module level"
-        body = _body(fn)
+        body = body_of(fn)
         if not body or body[0].lineno == fn.lineno or any(s.lineno == o.lineno for s, o in zip(body, body[1:])):
             return "the kernel body shares a line with its signature or puts two statements on one line"
         calls = p.launches.get(fn.name, [])
@@ -148,31 +117,11 @@ class RowsPerProgram:
             return f"no launch of {fn.name} in this file to divide the grid of"
         out = []
         for call in calls:
-            tup, lam, why = grid_of(p, call)
-            if tup is None:
-                return f"the launch at line {call.lineno}: {why}"
-            first = tup.elts[0]
-            slice_ = call.func.slice  # type: ignore[attr-defined]
-            if lam is not None:
-                meta = {a.arg for a in lam.args.args}
-                if meta & {n.id for n in ast.walk(first) if isinstance(n, ast.Name)}:
-                    return f"the launch at line {call.lineno}: the grid's row count depends on the launch's META"
-                arg = lam.args.args[0].arg if lam.args.args else None
-                if arg is None:
-                    return f"the launch at line {call.lineno}: the grid lambda takes no META argument"
-                edit = (p.src.start(first), p.src.end(first),
-                        f"{triton}.cdiv({text(p, first)}, {arg}[{rpp!r}])")
-                out.append(_Launch(call, text(p, first), edit))
-            elif isinstance(slice_, (ast.Tuple, ast.List)):
-                rest = "".join(f", {text(p, e)}" for e in tup.elts[1:])
-                edit = (p.src.start(slice_), p.src.end(slice_),
-                        f"lambda META: ({triton}.cdiv({text(p, first)}, META[{rpp!r}]){rest or ','})")
-                out.append(_Launch(call, text(p, first), edit))
-            else:  # a name bound to a tuple: read it at the launch
-                g = text(p, slice_)
-                edit = (p.src.start(slice_), p.src.end(slice_),
-                        f"lambda META: ({triton}.cdiv({g}[0], META[{rpp!r}]), *{g}[1:])")
-                out.append(_Launch(call, f"{g}[0]", edit))
+            ga = grid_axis(p, call, 0)
+            if isinstance(ga, str):
+                return f"the launch at line {call.lineno}: {ga}"
+            edit = ga.edit(f"{triton}.cdiv({ga.text}, {ga.meta}[{rpp!r}])")
+            out.append(_Launch(call, ga.text, edit))
         return out
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
@@ -200,7 +149,7 @@ class RowsPerProgram:
         edits.append(add_params(p, k, [n_rows, f"{PARAM}: {constexpr_annotation(p)}"]))
         for call in program_ids(k, p.al)[0]:
             edits.append((src.start(call), src.end(call), pid))
-        body = _body(fn)
+        body = body_of(fn)
         inner = indent_of(src, body[0])
         unit = inner[len(indent_of(src, fn)):] or "    "
         at = src.line_starts[body[0].lineno - 1]

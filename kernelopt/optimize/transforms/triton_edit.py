@@ -144,6 +144,39 @@ def program_ids(k: JitKernel, al: TritonAliases) -> dict[int | None, list[ast.Ca
     return out
 
 
+def pid_names(fn: ast.FunctionDef, calls: list[ast.Call]) -> set[str]:
+    """Names bound directly to one of `calls` (a `tl.program_id(axis)`) in the kernel."""
+    ids = {id(c) for c in calls}
+    return {t.id for s in ast.walk(fn) if isinstance(s, ast.Assign) and id(s.value) in ids
+            for t in s.targets if isinstance(t, ast.Name)}
+
+
+def flat_tile_index(k: JitKernel, calls: list[ast.Call]) -> bool:
+    """A program id (one of `calls`, or a name bound to one) multiplied by a constexpr: the
+    index of a BLOCK-sized tile of a flat range (a larger BLOCK is that kernel's knob)."""
+    names = pid_names(k.fn, calls)
+    ids = {id(c) for c in calls}
+
+    def is_pid(n: ast.AST) -> bool:
+        return id(n) in ids or (isinstance(n, ast.Name) and n.id in names)
+
+    for n in ast.walk(k.fn):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            for a, b in ((n.left, n.right), (n.right, n.left)):
+                if is_pid(a) and isinstance(b, ast.Name) and b.id in k.constexprs:
+                    return True
+    return False
+
+
+def body_of(fn: ast.FunctionDef) -> list[ast.stmt]:
+    """The kernel body without its docstring."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
 def is_program_id(node: ast.AST | None, al: TritonAliases, axis: int) -> bool:
     return isinstance(node, ast.Call) and al.tl_attr(node.func) == "program_id" and axis_of(node) == axis
 
@@ -302,6 +335,57 @@ def grid_of(p: Parsed, call: ast.Call) -> tuple[ast.Tuple | ast.List | None, ast
     if isinstance(expr, (ast.Tuple, ast.List)) and expr.elts and not any(isinstance(e, ast.Starred) for e in expr.elts):
         return expr, lam, ""
     return None, None, "the grid is not a tuple written in the source"
+
+
+@dataclass
+class GridAxis:
+    """One axis of a launch's grid, ready to be rewritten: `node` is the extent as written in
+    the grid tuple, `text` the extent as an expression valid at the launch (the node's own
+    source, or `g[i]` when the tuple is bound to a grid variable: `written` False), `meta` the
+    name a new extent reads the launch's meta-parameters through; `edit(new)` is the edit
+    that makes the extent `new` (turning a tuple grid into `lambda META: (...)`)."""
+
+    node: ast.AST
+    text: str
+    meta: str
+    written: bool
+    edit: Callable[[str], Edit]
+
+
+def grid_axis(p: Parsed, call: ast.Call, index: int) -> GridAxis | str:
+    """Axis `index` of the launch's grid (see `grid_of` for the forms read), or why it cannot be
+    rewritten: a grid that is not a tuple in the source, has no such axis, or whose extent there
+    already depends on the launch's META."""
+    tup, lam, why = grid_of(p, call)
+    if tup is None:
+        return why
+    if index >= len(tup.elts):
+        return f"the grid has no axis {index}"
+    elem = tup.elts[index]
+    slice_: ast.AST = call.func.slice  # type: ignore[attr-defined]
+    src = p.src
+    if lam is not None:
+        if not lam.args.args:
+            return "the grid lambda takes no META argument"
+        if {a.arg for a in lam.args.args} & {n.id for n in ast.walk(elem) if isinstance(n, ast.Name)}:
+            return f"the grid's extent on axis {index} depends on the launch's META"
+        return GridAxis(elem, text(p, elem), lam.args.args[0].arg, True,
+                        lambda new: (src.start(elem), src.end(elem), new))
+    if isinstance(slice_, (ast.Tuple, ast.List)):
+        elts = [text(p, e) for e in tup.elts]
+
+        def literal(new: str) -> Edit:
+            parts = [*elts[:index], new, *elts[index + 1:]]
+            return src.start(slice_), src.end(slice_), f"lambda META: ({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
+        return GridAxis(elem, elts[index], "META", True, literal)
+    g = text(p, slice_)  # a name bound to a tuple: read it at the launch
+
+    def named(new: str) -> Edit:
+        parts = ([f"*{g}[:{index}]"] if index else []) + [new, f"*{g}[{index + 1}:]"]
+        return src.start(slice_), src.end(slice_), f"lambda META: ({', '.join(parts)})"
+
+    return GridAxis(elem, f"{g}[{index}]", "META", False, named)
 
 
 def reindent_edits(src: SourceFile, first_line: int, last_line: int, *, keep: str = "", remove: str = "",
