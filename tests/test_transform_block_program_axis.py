@@ -3,12 +3,13 @@
 Applied to the suite's conv3d draft (ModelNew, a 3-D grid bound to a variable, `co = pid % C_out`
 split from the program id, scalar weight loads), to an independently written direct conv2d
 (kernel_function, a 2-D grid written at the launch, pointers advanced per input channel,
-tl.static_range taps) and to a row-per-program matrix product written as scalar-loop FMAs
-(ModelNew, a lambda grid, the row index used whole), each verified on the interpreter at shapes
+tl.static_range taps), to a row-per-program matrix product written as scalar-loop FMAs
+(ModelNew, a lambda grid, the row index used whole) and to the suite's matrix-vector product and
+RMSNorm drafts (a reduction of the blocked value; a shared weight row), each verified on the interpreter at shapes
 where the output channels / rows are not a multiple of the block (the last program's tail is
 masked). It declines kernels where no load is shared (softmax, a depthwise convolution), where the
-axis is a flat tile index, and where the index decides control flow, is reduced, or is stored to
-an address that does not depend on it.
+axis is a flat tile index, and where the index decides control flow, is scanned, reduced in a
+kernel with 2-D tensors, or is stored to an address that does not depend on it.
 """
 
 import ast
@@ -39,6 +40,8 @@ def test_sites_name_the_axis_and_the_blocked_index():
     assert got["conv3d_kernel@pid0"].params == {"BLOCK_PID": 4}
     assert set(sites(CONV2D)) == {"conv2d_direct@pid0"}  # axis 1 is a flat pixel tile
     assert "row = program_id(0)" in sites(ROWFMA)["row_fma_matmul@pid0"].reason
+    out = T.apply((SUITE / "matvec_bf16" / "kernel.py").read_text(), "matvec_kernel@pid0")
+    assert "tl.store(y_ptr + row, tl.sum(acc, axis=1, keep_dims=True).to(y_ptr.dtype.element_ty), mask=pid0_ok)" in out
 
 
 def test_the_rewrite_shares_the_loads_that_do_not_depend_on_the_index():
@@ -78,7 +81,12 @@ def test_the_rewrite_shares_the_loads_that_do_not_depend_on_the_index():
       {"OUT_CHANNELS": "3", "STRIDE": "2", "PADDING": "0", "HEIGHT": "9", "WIDTH": "8"}]),
     (ROWFMA, "row_fma_matmul@pid0", FIX / "problem_matmul.py",
      [{"M": "5", "N": "20", "K": "7"}, {"M": "8", "N": "16", "K": "3"}, {"M": "1", "N": "33", "K": "2"}]),
-], ids=["conv3d-co", "conv3d-oh", "conv2d-kernel_function", "matmul-row-fma"])
+    # a reduction of the blocked value (tl.sum(acc, axis=0) per row): axis 1 of the block, kept
+    (SUITE / "matvec_bf16" / "kernel.py", "matvec_kernel@pid0", SUITE / "matvec_bf16" / "problem.py",
+     [{"M": "5", "K": "300"}, {"M": "1", "K": "7"}]),
+    (SUITE / "rmsnorm" / "kernel.py", "rmsnorm_kernel@pid0", SUITE / "rmsnorm" / "problem.py",
+     [{"ROWS": "5", "DIM": "45"}, {"ROWS": "3", "DIM": "600"}]),
+], ids=["conv3d-co", "conv3d-oh", "conv2d-kernel_function", "matmul-row-fma", "matvec-reduction", "rmsnorm-shared-weight"])
 def test_verifies_with_ragged_tails(path, site, problem, shapes, tmp_path):
     source = path.read_text()
     out4 = T.apply(source, site)
@@ -112,10 +120,14 @@ def test_declines_kernels_it_must_not_touch():
     rowfma = ROWFMA.read_text()
     guarded = rowfma.replace("    for k in range(0, K):\n", "    if row >= M:\n        return\n    for k in range(0, K):\n")
     assert "`row >= M` decides control flow" in _reason(guarded, "row_fma_matmul")
-    reduced = rowfma.replace("    tl.store(c_ptr + row * stride_cm + cols, acc, mask=col_ok)",
-                             "    tl.store(c_ptr + row * stride_cm + cols, acc, mask=col_ok)\n"
-                             "    tl.store(c_ptr + row, tl.sum(acc, axis=0))")
-    assert "calls sum on a value that depends on row" in _reason(reduced, "row_fma_matmul")
+    scanned = rowfma.replace("tl.store(c_ptr + row * stride_cm + cols, acc,", "tl.store(c_ptr + row * stride_cm + cols, "
+                             "tl.cumsum(acc, axis=0),")
+    assert "calls cumsum on a value that depends on row" in _reason(scanned, "row_fma_matmul")
+    matvec = (SUITE / "matvec_bf16" / "kernel.py").read_text()
+    two_d = matvec.replace("cols = start + tl.arange(0, BLOCK_K)", "cols = start + tl.arange(0, BLOCK_K)[None, :]")
+    assert two_d != matvec
+    assert "tl.sum at line 23 reduces (in a kernel with tensors of more than one dimension)" in _reason(
+        two_d, "matvec_kernel")
     racing = rowfma.replace("tl.store(c_ptr + row * stride_cm + cols, acc", "tl.store(c_ptr + cols, acc")
     assert "writes an address that does not depend on row" in _reason(racing, "row_fma_matmul")
     looped = rowfma.replace("range(0, K)", "range(0, row + K)")

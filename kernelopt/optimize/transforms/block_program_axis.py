@@ -30,8 +30,12 @@ Sites are `KERNEL@pid0`, `KERNEL@pid1`, `KERNEL@pid2` (one per program axis it c
 `KERNEL` alone: the first). BLOCK_PID is a literal launch argument the grid reads from META:
 a knob. One axis per kernel: a kernel that already takes BLOCK_PID is declined.
 
+A reduction of a value that depends on the index (`tl.sum(acc, axis=0)`: a row-per-program
+matrix-vector product) reduces axis 1 of the blocked value, keeping it (one result per index
+value), in kernels whose tensors are 1-D; with more dimensions it declines.
+
 It declines, with a reason, a kernel where the index decides control flow (if/while/for
-bounds), is reduced, indexed, reshaped or passed to anything but elementwise math, is stored
+bounds), is indexed, reshaped or passed to anything but elementwise math, is stored
 to an address that does not depend on it, where no load in a loop is shared (nothing to
 reuse: every load depends on the index, a softmax row kernel) or no load depends on it,
 where the axis indexes BLOCK-sized tiles of a flat range (a larger BLOCK is that knob),
@@ -88,6 +92,9 @@ ELEMENTWISE = frozenset({
     "umulhi", "cast", "zeros_like", "full_like", "pow", "expm1", "to", "load", "store",
 })
 _SHAPED = frozenset({"zeros", "full", "reshape", "view", "broadcast_to"})
+# Reductions of a 1-D value that depends on the index: over axis 0 of the original, axis 1
+# (keep_dims) of the blocked value - one result per index value, shaped (BLOCK_PID, 1).
+REDUCTIONS = frozenset({"sum", "max", "min", "argmax", "argmin", "xor_sum"})
 
 
 class _Decline(Exception):
@@ -144,7 +151,7 @@ def _rank(p: Parsed, k: JitKernel) -> int:
                 if isinstance(shape, (ast.Tuple, ast.List)):
                     rank = max(rank, len(shape.elts))
                 elif shape is not None:
-                    raise _Decline(f"tl.{name} at line {n.lineno} takes a shape not written as a tuple: "
+                    raise _Decline(f"tl.{name} at line {nm.line(n)} takes a shape not written as a tuple: "
                                    "the rank of its tensors is unknown")
     return rank + extra
 
@@ -297,6 +304,7 @@ class BlockProgramAxis:
                     block=fresh(taken, f"pid{axis}_block"), nblocks=fresh(taken, f"pid{axis}_nblocks"),
                     count=fresh(taken, f"pid{axis}_count"), param=param, split=split.divisor,
                     index=self._index_name(fn, split, names, axis), rank=rank)
+        nm.first = body[0].lineno
         tl = al.tl_prefix()
         trail = "[:" + ", None" * rank + "]" if rank else ""
         ar = f"{tl}.arange(0, {param}){trail}"
@@ -311,6 +319,7 @@ class BlockProgramAxis:
             prologue = [f"{nm.lanes} = {tl}.program_id({axis}) * {param} + {ar}  # {param} consecutive {nm.index}",
                         f"{nm.ok} = {nm.lanes} < {nm.count}"]
         at = src.line_starts[body[0].lineno - 1]
+        nm.shift, nm.header = len(prologue), len(header)  # an added `import triton` is one line
         edits: list[Edit] = list(header)
         edits.append((at, at, "".join(f"{inner}{line}\n" for line in prologue)))
         inside: list[tuple[int, int]] = []
@@ -385,6 +394,7 @@ class BlockProgramAxis:
         up = parents(fn)
         loads_shared_in_loop, loads_dep, masks = 0, 0, []
         problems: list[str] = []  # why the rewrite would change what it computes (the first one is reported)
+        edits_red: list[Edit] = []  # reductions of blocked values: over axis 1, keeping it
         for n in ast.walk(fn):
             if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert)) and depends(n.test):
                 problems.append(f"`{text(p, n.test)}` decides control flow and depends on {what}")
@@ -411,12 +421,12 @@ class BlockProgramAxis:
             if name in ("load", "store"):
                 ptr = n.args[0] if n.args else next((kw.value for kw in n.keywords if kw.arg == "pointer"), None)
                 if ptr is None:
-                    problems.append(f"tl.{name} at line {n.lineno} names no pointer")
+                    problems.append(f"tl.{name} at line {nm.line(n)} names no pointer")
                 elif depends(ptr):
                     masks.append((n, name))
                     loads_dep += name == "load"
                 elif any(depends(a) for a in args):
-                    problems.append(f"tl.{name} at line {n.lineno} {'writes' if name == 'store' else 'reads'} an address that "
+                    problems.append(f"tl.{name} at line {nm.line(n)} {'writes' if name == 'store' else 'reads'} an address that "
                                     f"does not depend on {what} "
                                     f"with a {'value or mask' if name == 'store' else 'mask'} that does"
                                     + (": the blocked values would race on one address" if name == "store" else ""))
@@ -424,6 +434,11 @@ class BlockProgramAxis:
                     loads_shared_in_loop += 1
                 continue
             if not (method or any(depends(a) for a in args)):
+                continue
+            if name in REDUCTIONS and not method:
+                why = self._reduction(p, n, nm, edits_red)
+                if why:
+                    problems.append(f"tl.{name} at line {nm.line(n)} {why} of a value that depends on {what}")
                 continue
             if method and not (isinstance(n.func, ast.Attribute) and n.func.attr == "to") or (
                     not method and name not in ELEMENTWISE):
@@ -437,7 +452,7 @@ class BlockProgramAxis:
                            "it): blocking reuses nothing")
         if problems:
             raise _Decline(problems[0])
-        edits = self._widen(p, k, dep, nm, nm.rank, what)
+        edits = self._widen(p, k, dep, nm, nm.rank, what) + edits_red
         tl = al.tl_prefix()
         for call, name in masks:
             pos = 1 if name == "load" else 2
@@ -455,6 +470,36 @@ class BlockProgramAxis:
                else f"{nm.index} = program_id({axis})")
         return out, (f"each program handles {nm.param} consecutive values of {how}: {loads_shared_in_loop} load(s) "
                      f"in loops shared, {loads_dep} load(s) per value; the grid's axis {axis} is divided")
+
+    @staticmethod
+    def _reduction(p: Parsed, call: ast.Call, nm: "_Names", edits: list[Edit]) -> str | None:
+        """Edits making `tl.sum(v, axis=0)` of a blocked 1-D value `tl.sum(v, axis=1, keep_dims=True)`
+        (one result per index value), or why it cannot be (None: done)."""
+        if nm.rank != 1:
+            return "reduces (in a kernel with tensors of more than one dimension)"
+        if not call.args:
+            return "takes no positional input"
+        src = p.src
+        axis = call.args[1] if len(call.args) > 1 else next((kw.value for kw in call.keywords if kw.arg == "axis"), None)
+        if len(call.args) > 2 or any(kw.arg not in ("axis", "keep_dims", "dtype", "tie_break_left")
+                                     for kw in call.keywords):
+            return "takes arguments this rewrite does not read"
+        value = axis.value if isinstance(axis, ast.Constant) else (
+            -axis.operand.value if isinstance(axis, ast.UnaryOp) and isinstance(axis.op, ast.USub)
+            and isinstance(axis.operand, ast.Constant) else "?")
+        if value not in (None, 0, -1):
+            return "reduces over an axis other than the only one"
+        end = last_arg_end(src, call)
+        if axis is None:
+            edits.append((end, end, ", axis=1"))
+        else:
+            edits.append((src.start(axis), src.end(axis), "1"))
+        keep = next((kw for kw in call.keywords if kw.arg == "keep_dims"), None)
+        if keep is None:
+            edits.append((end, end, ", keep_dims=True"))
+        else:
+            edits.append((src.start(keep.value), src.end(keep.value), "True"))
+        return None
 
     def _widen(self, p: Parsed, k: JitKernel, dep: set[str], nm: "_Names", rank: int, what: str) -> list[Edit]:
         """Edits giving the leading dimension to each binding, without it, of a name that has
@@ -513,6 +558,14 @@ class _Names:
     split: str | None
     index: str
     rank: int  # trailing 1s of the index vector: an upper bound on the rank of the kernel's tensors
+    first: int = 0  # the original line of the kernel body's first statement
+    shift: int = 0  # lines stage 1 inserted before it
+    header: int = 0  # lines stage 1 inserted at the top of the file
+
+    def line(self, node: ast.AST) -> int:
+        """The original line of a stage-1 node (for the reasons)."""
+        n: int = node.lineno - self.header  # type: ignore[attr-defined]
+        return n - self.shift if n >= self.first + self.shift else n
 
 
 def _ancestors(up: dict[int, ast.AST], node: ast.AST, stop: ast.AST) -> list[ast.AST]:
