@@ -1,5 +1,6 @@
 """Do the row transforms pay? single_pass_row, rows_per_program and split_reduction on the
-suite drafts, timed against the draft they rewrite (H100; needs a CUDA GPU).
+suite drafts (and block_program_axis on conv3d), timed against the draft they rewrite (H100;
+needs a CUDA GPU).
 
 For each case the draft and its rewrites (each with a few values of the knob the rewrite
 adds; both the draft and the rewrites with a few num_warps) are verified (one trial) and timed through one engine, so every
@@ -46,6 +47,10 @@ CASES: dict[str, tuple[str, dict[str, str], str, str, list[dict[str, Any]], dict
                          [{"SPLIT": s} for s in (8, 32, 128)], {}),
     "matvec_few_rows": ("matvec_bf16", {"M": "32", "K": "4194304"}, "matvec_kernel", "split_reduction",
                         [{"SPLIT": s} for s in (8, 32, 128)], {}),
+    # register blocking over the output channel (co = pid % C_out): the input neighbourhood is loaded once
+    # per BLOCK_PID channels instead of once per channel
+    "conv3d_block_co": ("conv3d", {}, "conv3d_kernel@pid0", "block_program_axis",
+                        [{"BLOCK_PID": b} for b in (4, 8, 16, 32)], {}),
 }
 
 
