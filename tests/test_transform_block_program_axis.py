@@ -132,6 +132,8 @@ def test_declines_kernels_it_must_not_touch():
     assert "writes an address that does not depend on row" in _reason(racing, "row_fma_matmul")
     looped = rowfma.replace("range(0, K)", "range(0, row + K)")
     assert "the loop over `range(0, row + K)` depends on row" in _reason(looped, "row_fma_matmul")
+    shaped = rowfma.replace("acc = tl.zeros((BN,), dtype=tl.float32)", "acc = tl.zeros(ACC_SHAPE, dtype=tl.float32)")
+    assert "tl.zeros at line 16 takes a shape not written as a tuple" in _reason(shaped, "row_fma_matmul")
     # a grid it cannot read: computed elsewhere and passed in
     hidden = rowfma.replace("row_fma_matmul[lambda meta: (m, triton.cdiv(n, meta[\"BN\"]))]", "row_fma_matmul[make_grid(m)]")
     assert "the grid is not a tuple written in the source" in _reason(hidden, "row_fma_matmul")

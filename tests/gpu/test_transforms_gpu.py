@@ -61,6 +61,22 @@ CASES = [
      {"M": "513", "N": "260", "K": "200"}, [("dot_inner_product", "outer_sum_mm", {})]),
     ("dot/linear_rowwise", FIX / "linear_rowwise_reduce.py", FIX / "problem_linear.py",
      {"ROWS": "700", "IN_F": "300", "OUT_F": "129"}, [("dot_inner_product", "xwt", {})]),
+    # block_program_axis on the suite's conv3d draft at its own size (one program per output channel
+    # re-reads the input neighbourhood C_out times), blocked on the output channel with several
+    # BLOCK_PID and on the output row; then the fixtures and the matvec draft (a blocked reduction)
+    *[(f"blockaxis/conv3d_co_{b}", SUITE / "conv3d" / "kernel.py", SUITE / "conv3d" / "problem.py", {},
+       [("block_program_axis", "conv3d_kernel@pid0", {"BLOCK_PID": b})]) for b in (4, 8, 16, 32)],
+    ("blockaxis/conv3d_oh_8", SUITE / "conv3d" / "kernel.py", SUITE / "conv3d" / "problem.py", {},
+     [("block_program_axis", "conv3d_kernel@pid1", {"BLOCK_PID": 8})]),
+    ("blockaxis/conv2d_kernel_function", FIX / "conv2d_pointer_walk.py", FIX / "problem_conv2d.py",
+     {"BATCH": "8", "IN_CHANNELS": "35", "OUT_CHANNELS": "67", "HEIGHT": "61", "WIDTH": "59"},
+     [("block_program_axis", "conv2d_direct@pid0", {"BLOCK_PID": 8})]),
+    ("blockaxis/row_fma", FIX / "matmul_row_fma.py", FIX / "problem_matmul.py", {"M": "1001", "N": "515", "K": "257"},
+     [("block_program_axis", "row_fma_matmul@pid0", {"BLOCK_PID": 16})]),
+    ("blockaxis/row_fma_1", FIX / "matmul_row_fma.py", FIX / "problem_matmul.py", {"M": "33", "N": "70", "K": "19"},
+     [("block_program_axis", "row_fma_matmul@pid0", {"BLOCK_PID": 1})]),
+    ("blockaxis/matvec", SUITE / "matvec_bf16" / "kernel.py", SUITE / "matvec_bf16" / "problem.py", {"M": "8191", "K": "8192"},
+     [("block_program_axis", "matvec_kernel@pid0", {"BLOCK_PID": 4})]),
     ("autotune/matmul_fp32", SUITE / "matmul_fp32" / "kernel.py", SUITE / "matmul_fp32" / "problem.py",
      {"M": "2048", "N": "2048", "K": "2048"}, [("autotune_table", "matmul_kernel", {})]),
     ("autotune/leaky_relu", FIX / "leaky_relu_meta.py", FIX / "problem_leaky_relu.py", {"N": "50000017"},

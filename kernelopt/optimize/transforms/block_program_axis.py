@@ -151,7 +151,7 @@ def _rank(p: Parsed, k: JitKernel) -> int:
                 if isinstance(shape, (ast.Tuple, ast.List)):
                     rank = max(rank, len(shape.elts))
                 elif shape is not None:
-                    raise _Decline(f"tl.{name} at line {nm.line(n)} takes a shape not written as a tuple: "
+                    raise _Decline(f"tl.{name} at line {n.lineno} takes a shape not written as a tuple: "
                                    "the rank of its tensors is unknown")
     return rank + extra
 
@@ -385,12 +385,17 @@ class BlockProgramAxis:
         while changed:
             changed = False
             for s in assigns:
-                if s.value is not None and depends(s.value):
-                    targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-                    new = set().union(*(names_stored(t) for t in targets)) - dep
-                    if new:
-                        dep |= new
-                        changed = True
+                if s.value is None:
+                    continue
+                targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+                pairs = [(t, s.value) for t in targets]
+                if len(targets) == 1 and isinstance(targets[0], (ast.Tuple, ast.List)) and isinstance(
+                        s.value, (ast.Tuple, ast.List)) and len(targets[0].elts) == len(s.value.elts):
+                    pairs = list(zip(targets[0].elts, s.value.elts))  # `a, b = x, y`: element by element
+                new = set().union(*(names_stored(t) for t, v in pairs if depends(v))) - dep
+                if new:
+                    dep |= new
+                    changed = True
         up = parents(fn)
         loads_shared_in_loop, loads_dep, masks = 0, 0, []
         problems: list[str] = []  # why the rewrite would change what it computes (the first one is reported)
