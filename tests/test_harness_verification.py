@@ -138,3 +138,17 @@ def test_tolerance_flags_and_dtype():
     v = verify(half, load_candidate(ROOT / "examples" / "softmax" / "kernel.py"), trials=1)
     assert v.passed, v.message
     assert v.atol == v.rtol == 1e-2 and v.trials[0].outputs[0].dtype == "float16"
+
+
+def test_nvcc_without_gpu_is_bounded_by_the_timeout():
+    """nvcc with the torch headers takes about a minute here: --timeout bounds it (issue #19), and
+    its whole tree (cicc, ptxas) goes at the limit."""
+    import subprocess
+    import time
+
+    start = time.monotonic()
+    v = run("../transforms/cuda_block_sum.py", timeout_s=3.0)  # 85 s of nvcc on the 2-core host
+    assert v.reason == "needs_gpu" and "nvcc did not finish within 3 s" in v.message, v.message
+    assert time.monotonic() - start < 45
+    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "kernelopt-nvcc-" not in left  # no cicc/ptxas still compiling the candidate's source

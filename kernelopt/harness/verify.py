@@ -19,10 +19,13 @@ was imported. Each trial draws fresh inputs with its own seed and checks, in ord
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -338,11 +341,13 @@ def judge_trial(
     return Trial(seed=seed, passed=True, outputs=checks), prints
 
 
-def compile_cuda_without_gpu(candidate: Candidate) -> tuple[bool, str]:
+def compile_cuda_without_gpu(candidate: Candidate, timeout_s: float | None = None) -> tuple[bool, str]:
     """Compile a CUDA candidate's CUDA source strings with nvcc (no GPU needed).
 
     Returns (compiled, message). Used when the machine has no CUDA device: the
-    candidate cannot run, but a compile error is still worth reporting.
+    candidate cannot run, but a compile error is still worth reporting. All of it is
+    bounded by `timeout_s` (the evaluation's --timeout; at most NVCC_TIMEOUT_S), and
+    nvcc's whole tree (cicc, ptxas) is killed at the limit.
     """
     from kernelopt.problem import cuda_sources
 
@@ -355,6 +360,8 @@ def compile_cuda_without_gpu(candidate: Candidate) -> tuple[bool, str]:
     import torch.utils.cpp_extension as cpp
 
     includes = [*cpp.include_paths(), sysconfig.get_paths()["include"]]
+    limit = min(NVCC_TIMEOUT_S, timeout_s) if timeout_s else NVCC_TIMEOUT_S
+    deadline = time.monotonic() + limit
     with tempfile.TemporaryDirectory(prefix="kernelopt-nvcc-") as tmp:
         for index, source in enumerate(sources):
             src = Path(tmp) / f"source{index}.cu"
@@ -364,12 +371,17 @@ def compile_cuda_without_gpu(candidate: Candidate) -> tuple[bool, str]:
             cmd = [nvcc, "-std=c++17", "--ptx", "-w", str(src), "-o", str(Path(tmp) / f"source{index}.ptx")]
             for inc in includes:
                 cmd += ["-I", inc]
+            # Its own session, so that the limit kills nvcc's children (cicc, ptxas) too.
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
+                _, stderr = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                return False, f"nvcc did not finish within {NVCC_TIMEOUT_S:g} s"
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                return False, f"nvcc did not finish within {limit:g} s"
             if proc.returncode != 0:
-                errors = [line for line in proc.stderr.splitlines() if "error" in line]
-                detail = (errors[0] if errors else proc.stderr.strip()[-300:]).replace(str(src), f"<cuda source {index}>")
+                errors = [line for line in stderr.splitlines() if "error" in line]
+                detail = (errors[0] if errors else stderr.strip()[-300:]).replace(str(src), f"<cuda source {index}>")
                 raise ChildError("compile", f"nvcc failed: {detail}")
     return True, f"compiled {len(sources)} CUDA source(s) with nvcc"

@@ -441,7 +441,7 @@ class Verifier:
         from kernelopt.harness.verify import compile_cuda_without_gpu
 
         try:
-            _, note = compile_cuda_without_gpu(req.candidate)
+            _, note = compile_cuda_without_gpu(req.candidate, self.cfg.timeout_s)
         except ChildError as exc:
             return Failure(reason="compile", stage="load", message=str(exc))
         return Failure(reason="needs_gpu", stage="load", message=f"a CUDA candidate needs a GPU to run; {note}")
