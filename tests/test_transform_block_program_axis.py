@@ -161,3 +161,25 @@ def test_bad_sites_and_parameters_are_refused():
         T.apply(source, "conv3d_kernel@pid0", BLOCK_PID0=4)
     with pytest.raises(TransformError, match="not a positive integer"):
         T.apply(source, "conv3d_kernel@pid0", BLOCK_PID=0)
+
+
+def test_the_triton_pack_entry_makes_the_optimizer_propose_it(tmp_path):
+    # the shipped pack's block-program-axis entry, recommended for the conv3d draft, becomes one
+    # proposal per axis it can block, each carrying its strategy id and BLOCK_PID as a knob
+    from kernelopt.models.harness import Problem
+    from kernelopt.models.optimize import OptimizeContext, Version
+    from kernelopt.models.recommendation import Recommendation
+    from kernelopt.optimize.transforms.optimizer import StrategiesOptimizer
+    from kernelopt.strategies import load_strategies
+
+    v0 = tmp_path / "v0.py"
+    v0.write_text(CONV3D.read_text())
+    member = Version(id="v0", round=0, path=str(v0))
+    ctx = OptimizeContext(problem=Problem(path=str(SUITE / "conv3d" / "problem.py"), name="conv3d"), round=1,
+                          beam=[member], history=[], failed_proposals=[], proposals_per_member=3,
+                          recommendations={"v0": [Recommendation(strategy="block-program-axis", score=1.0,
+                                                                 reason="test")]})
+    props = StrategiesOptimizer(strategies=load_strategies()).propose(ctx)
+    made = [p for p in props if p.extra.get("phase") == "transform"]
+    assert [p.extra["transform"]["site"] for p in made] == ["conv3d_kernel@pid0", "conv3d_kernel@pid1"]
+    assert all(p.strategy == "block-program-axis" and p.knobs.get("BLOCK_PID") == 4 for p in made)
