@@ -5,7 +5,8 @@ split from the program id, scalar weight loads), to an independently written dir
 (kernel_function, a 2-D grid written at the launch, pointers advanced per input channel,
 tl.static_range taps), to a row-per-program matrix product written as scalar-loop FMAs
 (ModelNew, a lambda grid, the row index used whole) and to the suite's matrix-vector product and
-RMSNorm drafts (a reduction of the blocked value; a shared weight row), each verified on the interpreter at shapes
+RMSNorm drafts and a tutorial-style layer norm fixture (reductions of the blocked value; a
+shared weight row), each verified on the interpreter at shapes
 where the output channels / rows are not a multiple of the block (the last program's tail is
 masked). It declines kernels where no load is shared (softmax, a depthwise convolution), where the
 axis is a flat tile index, and where the index decides control flow, is scanned, reduced in a
@@ -86,7 +87,10 @@ def test_the_rewrite_shares_the_loads_that_do_not_depend_on_the_index():
      [{"M": "5", "K": "300"}, {"M": "1", "K": "7"}]),
     (SUITE / "rmsnorm" / "kernel.py", "rmsnorm_kernel@pid0", SUITE / "rmsnorm" / "problem.py",
      [{"ROWS": "5", "DIM": "45"}, {"ROWS": "3", "DIM": "600"}]),
-], ids=["conv3d-co", "conv3d-oh", "conv2d-kernel_function", "matmul-row-fma", "matvec-reduction", "rmsnorm-shared-weight"])
+    (FIX / "layernorm_tutorial_style.py", "_layer_norm_fwd@pid0", SUITE / "layernorm" / "problem.py",
+     [{"ROWS": "5", "DIM": "45"}]),
+], ids=["conv3d-co", "conv3d-oh", "conv2d-kernel_function", "matmul-row-fma", "matvec-reduction", "rmsnorm-shared-weight",
+        "layernorm-tutorial"])
 def test_verifies_with_ragged_tails(path, site, problem, shapes, tmp_path):
     source = path.read_text()
     out4 = T.apply(source, site)
