@@ -37,6 +37,7 @@ from kernelopt.harness.protocol import (
     WorkerConfig,
     parse_verifier_reply,
 )
+from kernelopt.harness.zygote import resolve as resolve_zygote
 from kernelopt.models.harness import Candidate, Evaluation, Failure, Problem
 from kernelopt.registry import Registry
 
@@ -314,7 +315,9 @@ class Engine:
     Use as a context manager; `evaluate()` may be called many times (the optimize loop
     does, round after round) and reuses the workers, their inputs and references.
     `cache=False` times the baselines even where the user's cache holds them
-    (`kernelopt.harness.cache`).
+    (`kernelopt.harness.cache`). `zygote`: fork fresh runners from a zygote instead of starting
+    them cold (`kernelopt.harness.zygote`); None: $KERNELOPT_ZYGOTE, else on for CUDA devices
+    (never in sandbox mode).
     """
 
     def __init__(
@@ -335,6 +338,7 @@ class Engine:
         progress: ProgressFn | None = None,
         cpu_timing_calls: int = 3,
         cache: bool = True,
+        zygote: bool | None = None,
     ) -> None:
         if trials < 1:
             raise BadInput(f"--trials {trials}: need at least 1")
@@ -349,7 +353,7 @@ class Engine:
         self.configs = [
             WorkerConfig(problem=problem, device=d, trials=trials, seed=seed, atol=atol, rtol=rtol,
                          timing=dict(timing or {}), baselines=list(baselines), isolate=isolate, timeout_s=timeout_s,
-                         cpu_timing_calls=cpu_timing_calls, cache=cache)
+                         cpu_timing_calls=cpu_timing_calls, cache=cache, zygote=resolve_zygote(zygote, d, isolate))
             for d in self.devices
         ]
         self.workers: list[Worker] = []

@@ -82,6 +82,7 @@ class WorkerConfig(Model):
     timeout_s: float = 300.0
     cpu_timing_calls: int = 3
     cache: bool = Field(True, description="baselines from / into the user's cache (kernelopt.harness.cache)")
+    zygote: bool = Field(False, description="fork runners from a zygote (kernelopt.harness.zygote), not start them cold")
 
 
 def new_nonce() -> str:
@@ -231,6 +232,24 @@ class RunnerReply(Model):
     tampered: list[str] = Field(default_factory=list)
     guard: dict[str, int] = Field(default_factory=dict, description="id() of every guarded function, read now")
     device_ok: bool = True
+
+
+# --- verifier -> zygote (kernelopt.harness.zygote) ----------------------------------------------
+# One message each way on a unix socket; the fork request carries the new runner's fds (SCM_RIGHTS).
+
+
+class ZygoteRequest(Model):
+    """Fork a runner: its environment (what `candidate_env` and `sandbox.tree_env` give a spawned
+    runner) and its working directory, both made by the verifier."""
+
+    env: dict[str, str]
+    cwd: str
+
+
+class ZygoteReply(Model):
+    ready: bool = Field(False, description="the zygote's first message: imports done, waiting for requests")
+    pid: int | None = Field(None, description="the runner forked for the request")
+    error: str | None = Field(None, description="why the zygote did not fork (the verifier starts a runner cold)")
 
 
 # --- engine -> profiling child (run_in_child under ncu) ---------------------------------------

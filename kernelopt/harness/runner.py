@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from kernelopt.harness.protocol import (
     CallRequest,
@@ -388,20 +388,27 @@ def main(read_fd: int, write_fd: int) -> int:
         chan.send(runner.health(reply))
 
 
-if __name__ == "__main__":
-    # Run as __main__: the guard's "kernelopt.harness.runner.*" entries must name this module's
-    # Runner and Guard, the ones that run, not a second copy an import would load.
-    sys.modules["kernelopt.harness.runner"] = sys.modules[__name__]
+def serve(read_fd: int, write_fd: int) -> NoReturn:
+    """The runner's life, in a process started for it (`python -m kernelopt.harness.runner`) or
+    forked for it by a zygote (kernelopt.harness.zygote): watch the verifier, answer its requests,
+    exit."""
     from kernelopt.harness.sandbox import watch_owner, watch_pipe
 
     if os.getpid() == 1:
         # The init of its own pid namespace (--isolate sandbox on the CPU): the verifier is not
         # visible from here, its pipe is. When this process exits, everything in the namespace dies.
-        watch_pipe(int(sys.argv[1]))
+        watch_pipe(read_fd)
     else:
         watch_owner()
-    code = main(int(sys.argv[1]), int(sys.argv[2]))
+    code = main(read_fd, write_fd)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: a candidate may have left CUDA or threads in a bad state.
     os._exit(code)
+
+
+if __name__ == "__main__":
+    # Run as __main__: the guard's "kernelopt.harness.runner.*" entries must name this module's
+    # Runner and Guard, the ones that run, not a second copy an import would load.
+    sys.modules["kernelopt.harness.runner"] = sys.modules[__name__]
+    serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -536,6 +536,8 @@ class ChildProcess:
         self._err = _Capture(_take_fd(popen.stderr), cap // 2)
         self._cleaned = False
         self._owner = os.getpid()  # a forked copy of this process must not touch it
+        # More processes of its tree than its descendants, group, session and tag name (`adopt`).
+        self._also: Callable[[_Table], set[int]] | None = None
 
     @property
     def returncode(self) -> int | None:
@@ -562,6 +564,8 @@ class ChildProcess:
         found |= {p for p, proc in table.items() if self.pid in (proc.pgid, proc.sid)}
         # Its own tag, or a tag nested under it (a sandboxed process that spawns in turn).
         found |= {p for p in table if p not in found and _under(_tag_of(p), self.tag)}
+        if self._also is not None:
+            found |= self._also(table)
         for pid in list(found):
             found |= _descendants(table, pid)
         return found
@@ -640,25 +644,10 @@ def spawn(
     `candidate_env`). `tmpdir` (from `make_tmpdir`) is adopted, else one is made;
     `cleanup()` removes it. Installs the reaper on first use.
     """
-    global _seq
     install_reaper()
     _reap()
-    with _lock:
-        _seq += 1
-        own = f"{_process_prefix()}-{_seq}"
-    # Nested under the tag this process runs with, if any, so killing an outer tree
-    # (the engine's worker) also finds what its inner trees (the runner's) left behind.
-    outer = os.environ.get(TAG_VAR)
-    tag = f"{outer}/{own}" if outer else own
     tmp = Path(tmpdir) if tmpdir is not None else make_tmpdir(name)
-    with _lock:
-        _tmpdirs[str(tmp)] = os.getpid()
-    child_env = dict(env)
-    child_env[TAG_VAR] = tag
-    child_env[DIR_VAR] = str(tmp)
-    me = _stat_of(os.getpid())
-    if me is not None:
-        child_env[OWNER_VAR] = f"{os.getpid()}:{me.start}"
+    child_env, tag = tree_env(env, tmp)
     try:
         popen = subprocess.Popen(
             argv,
@@ -680,6 +669,104 @@ def spawn(
     with _lock:
         _live[id(child)] = child
     return child
+
+
+class _Adopted:
+    """What a ChildProcess needs of its Popen, for a child of this process that no Popen started:
+    a runner forked by a zygote (kernelopt.harness.zygote) and re-parented to this subreaper."""
+
+    def __init__(self, pid: int, stdout_fd: int, stderr_fd: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdout = os.fdopen(stdout_fd, "rb", buffering=0)
+        self.stderr = os.fdopen(stderr_fd, "rb", buffering=0)
+        self._lock = threading.Lock()
+
+    def poll(self) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pid, status = self.pid, 0  # reaped elsewhere: its status is lost (as Popen does)
+                if pid == self.pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while self.poll() is None:
+            if end is not None and time.monotonic() >= end:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def adopt(pid: int, stdout_fd: int, stderr_fd: int, *, tag: str, tmpdir: Path | str, name: str,
+          also: Callable[[_Table], set[int]] | None = None, output_cap_bytes: int = 1 << 20) -> ChildProcess:
+    """A ChildProcess for `pid`, a child of this process that `spawn` did not start (a runner a
+    zygote forked, re-parented to this subreaper), owning its `tag` and `tmpdir` (from `tree_env`)
+    and the read ends of its stdout and stderr. `also(table)` names processes of its tree that
+    its descendants, session and tag do not (`marked`): it is killed, drained and cleaned up
+    like a spawned child."""
+    popen = _Adopted(pid, stdout_fd, stderr_fd)
+    for stream in (popen.stdout, popen.stderr):
+        _grow_pipe(stream)
+    child = ChildProcess(popen, tag, Path(tmpdir), output_cap_bytes, name)  # type: ignore[arg-type]
+    child._also = also
+    with _lock:
+        _live[id(child)] = child
+    return child
+
+
+def marked(table: _Table, marker: str) -> set[int]:
+    """The processes of `table` whose command line has the argument `marker`: every process a
+    zygote forked (they share its command line) and what they forked without exec. Readable for
+    every process, a non-dumpable one too, whose environment (its tag) is not."""
+    out = set()
+    for pid in table:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read().split(b"\0"):
+                    out.add(pid)
+        except OSError:
+            continue
+    return out
+
+
+def kill_marked(marker: str, keep: set[int]) -> None:
+    """SIGKILL every process `marked` with `marker` but those in `keep`, until none is left."""
+    if sys.platform.startswith("linux"):
+        _kill_loop(lambda table: marked(table, marker) - keep)
+
+
+def tree_env(env: dict[str, str], tmp: Path | str) -> tuple[dict[str, str], str]:
+    """`env` plus what marks a new tree of this process's (its tag, its dir `tmp`, this
+    process as its owner), and the tag: what `spawn` gives a child, and what a runner forked
+    from a zygote is given (kernelopt.harness.zygote)."""
+    global _seq
+    with _lock:
+        _seq += 1
+        own = f"{_process_prefix()}-{_seq}"
+        _tmpdirs[str(tmp)] = os.getpid()
+    # Nested under the tag this process runs with, if any, so killing an outer tree
+    # (the engine's worker) also finds what its inner trees (the runner's) left behind.
+    outer = os.environ.get(TAG_VAR)
+    tag = f"{outer}/{own}" if outer else own
+    child_env = dict(env)
+    child_env[TAG_VAR] = tag
+    child_env[DIR_VAR] = str(tmp)
+    me = _stat_of(os.getpid())
+    if me is not None:
+        child_env[OWNER_VAR] = f"{os.getpid()}:{me.start}"
+    return child_env, tag
 
 
 def _take_fd(stream: Any) -> int:

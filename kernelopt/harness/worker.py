@@ -103,6 +103,12 @@ class Verifier:
             torch.backends.cudnn.allow_tf32 = False
         # Read by the runner before anything imports Triton: interpreter on the CPU, never on a GPU.
         os.environ["TRITON_INTERPRET"] = "0" if self.cuda else "1"
+        self.zygote: Any = None
+        if cfg.zygote and cfg.isolate != "sandbox":
+            from kernelopt.harness.zygote import Zygote
+
+            # Now, before any candidate exists (its imports overlap the references' and baselines' work).
+            self.zygote = Zygote.start(self._runner_env)
         self.prepared = binding.prepare(cfg.problem, None, device=cfg.device, seed=cfg.seed)
         self.seeds = [cfg.seed + 1 + t for t in range(cfg.trials)]
         first = self.prepared.make_inputs(self.seeds[0])
@@ -207,43 +213,36 @@ class Verifier:
     # --- the runner ---------------------------------------------------------------------------
 
     def start_runner(self) -> None:
-        from kernelopt.harness.sandbox import (
-            candidate_env,
-            harden_process,
-            is_hardened,
-            make_tmpdir,
-            remove_tmpdir,
-            sandbox_argv,
-            sandbox_env,
-            set_dumpable,
-            spawn,
-        )
+        from kernelopt.harness.sandbox import (harden_process, is_hardened, make_tmpdir, remove_tmpdir, sandbox_argv,
+                                               set_dumpable, spawn)
 
-        to_runner_r, to_runner_w = os.pipe()
-        from_runner_r, from_runner_w = os.pipe()
-        # A private working directory and TMPDIR, removed with the runner: a candidate's scratch
-        # files do not outlive it, nor land in the user's directory.
-        tmp = make_tmpdir("runner")
-        private = {"TRITON_INTERPRET": os.environ["TRITON_INTERPRET"], "TMPDIR": str(tmp), "TMP": str(tmp),
-                   "TEMP": str(tmp)}
-        argv = [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w)]
-        if self.cfg.isolate == "sandbox":
-            private.update(sandbox_env(tmp, self.device))
-            writable = [str(tmp)] + ([os.path.dirname(self.arena.spec.path)] if self.arena.spec.path else [])
-            # On a GPU the runner's /dev/shm is its own, with this process's CUDA IPC files in it.
-            writable += self.arena.ipc_files()
-            argv = sandbox_argv(argv, writable=writable, device=self.device,
-                                pid_namespace=self.arena.spec.kind != "cuda_ipc")
-        try:
-            self.runner = spawn(argv, env=candidate_env(private), cwd=str(tmp),
-                                pass_fds=(to_runner_r, from_runner_w, *self.arena.pass_fds()), name="runner", tmpdir=tmp)
-        except BaseException:
-            remove_tmpdir(tmp)
-            raise
-        finally:
-            os.close(to_runner_r)
-            os.close(from_runner_w)
-        self.chan = Channel(from_runner_r, to_runner_w)
+        forked = self.zygote.take() if self.zygote is not None else None
+        if forked is not None:
+            self.runner, self.chan = forked  # a runner forked from the zygote: no Python start, no imports
+        else:
+            to_runner_r, to_runner_w = os.pipe()
+            from_runner_r, from_runner_w = os.pipe()
+            # A private working directory and TMPDIR, removed with the runner: a candidate's scratch
+            # files do not outlive it, nor land in the user's directory.
+            tmp = make_tmpdir("runner")
+            argv = [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w)]
+            if self.cfg.isolate == "sandbox":
+                writable = [str(tmp)] + ([os.path.dirname(self.arena.spec.path)] if self.arena.spec.path else [])
+                # On a GPU the runner's /dev/shm is its own, with this process's CUDA IPC files in it.
+                writable += self.arena.ipc_files()
+                argv = sandbox_argv(argv, writable=writable, device=self.device,
+                                    pid_namespace=self.arena.spec.kind != "cuda_ipc")
+            try:
+                self.runner = spawn(argv, env=self._runner_env(tmp), cwd=str(tmp),
+                                    pass_fds=(to_runner_r, from_runner_w, *self.arena.pass_fds()), name="runner",
+                                    tmpdir=tmp)
+            except BaseException:
+                remove_tmpdir(tmp)
+                raise
+            finally:
+                os.close(to_runner_r)
+                os.close(from_runner_w)
+            self.chan = Channel(from_runner_r, to_runner_w)
         self.runner_hosted = False  # no candidate loaded in this runner yet
         init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
                           inputs=self.in_specs, outputs=self.out_specs)
@@ -262,11 +261,33 @@ class Verifier:
             if window:
                 harden_process()
         if not reply.ok:
+            if forked is not None:
+                # A runner forked from the zygote that cannot start (on a GPU: CUDA or the arena's IPC
+                # in a forked process) is a fault of the zygote, not of the candidate: cold from now on.
+                print(f"kernelopt: a runner forked from the zygote failed to start ({reply.message}); "
+                      "runners start cold from now on", file=sys.stderr)
+                self.stop_runner()
+                self.zygote.close()
+                self.zygote = None
+                return self.start_runner()
             raise RunnerGone("crash", reply.message or "the runner could not start")
         # The guarded functions' identities before any candidate ran, kept here, where no
         # candidate runs: a candidate that replaces one and edits the runner's own record of
         # the originals still reports another identity than this.
         self.guard_ids = dict(reply.guard)
+        if self.zygote is not None:
+            self.zygote.prefork()  # the next runner, forked now, while no candidate is loaded
+
+    def _runner_env(self, tmp: Path) -> dict[str, str]:
+        """A runner's environment, `tmp` its private working directory and TMPDIR (removed with it:
+        a candidate's scratch files do not outlive it, nor land in the user's directory)."""
+        from kernelopt.harness.sandbox import candidate_env, sandbox_env
+
+        private = {"TRITON_INTERPRET": os.environ["TRITON_INTERPRET"], "TMPDIR": str(tmp), "TMP": str(tmp),
+                   "TEMP": str(tmp)}
+        if self.cfg.isolate == "sandbox":
+            private.update(sandbox_env(tmp, self.device))
+        return candidate_env(private)
 
     def stop_runner(self) -> tuple[str, str]:
         """Kill the runner's whole tree; returns its captured (stdout, stderr)."""
@@ -636,6 +657,8 @@ class Verifier:
 
     def close(self) -> None:
         self.stop_runner()
+        if self.zygote is not None:
+            self.zygote.close()
         self.arena.close()
 
 
