@@ -824,8 +824,9 @@ def harden_process() -> bool:
     the verifier's pipes, rewrite its references, or read the engine's environment (an
     API key). `/proc/<pid>/cmdline` stays readable to everyone: keep secrets off the
     command line. Root (CAP_SYS_PTRACE) is not stopped by this; `--isolate sandbox` is
-    what keeps a root candidate away. The engine and every verifier call it; a runner
-    never does (it is the candidate's own process). Also no core dumps of this process.
+    what keeps a root candidate away. The engine, every verifier and every zygote call it; a
+    runner started cold never does (it is the candidate's own process), one forked from a zygote
+    inherits it (kernelopt.harness.zygote). Also no core dumps of this process.
     Returns whether it took effect; idempotent. The flag survives fork and is reset by
     exec, so each process calls it itself.
     """

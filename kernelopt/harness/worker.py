@@ -108,7 +108,10 @@ class Verifier:
             from kernelopt.harness.zygote import Zygote
 
             # Now, before any candidate exists (its imports overlap the references' and baselines' work).
-            self.zygote = Zygote.start(self._runner_env)
+            try:
+                self.zygote = Zygote.start(self._runner_env)
+            except OSError as exc:
+                print(f"kernelopt: no zygote ({exc}); runners start cold", file=sys.stderr)
         self.prepared = binding.prepare(cfg.problem, None, device=cfg.device, seed=cfg.seed)
         self.seeds = [cfg.seed + 1 + t for t in range(cfg.trials)]
         first = self.prepared.make_inputs(self.seeds[0])

@@ -151,18 +151,29 @@ def _become_runner(ctrl: socket.socket, req: Any, fds: list[int]) -> NoReturn:
         os._exit(1)
 
 
+def _quiet_fork() -> int:
+    """os.fork() without Python 3.12's warning about native threads: `why_not_fork` has checked the
+    Python ones; a native pool started by an import (OpenBLAS's, under numpy) shuts itself down
+    around a fork (pthread_atfork), and torch starts its own pools at their first use."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
 def _fork(ctrl: socket.socket, req: Any, fds: list[int]) -> int:
     """Fork the runner through an intermediate that exits at once: the runner re-parents to the
     verifier, the nearest subreaper."""
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
-    mid = os.fork()
+    mid = _quiet_fork()
     if mid == 0:
         code = 1
         try:
             os.close(r)
-            pid = os.fork()
+            pid = _quiet_fork()
             if pid == 0:
                 os.close(w)
                 _become_runner(ctrl, req, fds)
@@ -235,6 +246,7 @@ class Zygote:
         self.pid: int | None = None  # the zygote's, once it is ready
         self.failed: str | None = None  # why no runner comes from it any more
         self.spare: tuple[Any, Any] | None = None  # (ChildProcess, Channel): the runner forked ahead
+        self.forked: list[Any] = []  # the ChildProcess of every runner forked and not yet reaped
 
     @classmethod
     def start(cls, env_for: Callable[[Path], dict[str, str]]) -> "Zygote | None":
@@ -271,13 +283,21 @@ class Zygote:
         return ZygoteReply.model_validate_json(msg)
 
     def _fail(self, why: str) -> None:
-        """No runner comes from this zygote any more; it and its spare go."""
+        """No runner comes from this zygote any more; it and its spare go. Not the runner in hand:
+        it carries the zygote's tag (its environment as /proc shows it is the zygote's), so the
+        zygote's tree is only killed by `close()`, after the runner was stopped."""
+        import signal
+
         self.failed = self.failed or why
         if self.spare is not None:
             self.spare[0].cleanup()
             self.spare[1].close()
             self.spare = None
-        self.child.cleanup()
+        try:
+            os.kill(self.child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.child.wait(5.0)
         self.ctrl.close()
 
     def _fork(self) -> tuple[Any, Any] | None:
@@ -316,16 +336,21 @@ class Zygote:
         finally:
             for fd in theirs:
                 os.close(fd)
-        runner = adopt(reply.pid, out_r, err_r, tag=tag, tmpdir=tmp, name="runner", also=self._born)
+        own: list[Any] = []
+        runner = adopt(reply.pid, out_r, err_r, tag=tag, tmpdir=tmp, name="runner",
+                       also=lambda table: self._born(table, own[0]))
+        own.append(runner)
+        self.forked = [r for r in self.forked if r.returncode is None] + [runner]
         return runner, Channel(from_runner_r, to_runner_w)
 
-    def _born(self, table: Any) -> set[int]:
-        """The processes of a runner's tree that only the zygote's marker names (what it forked
-        without exec, wherever it re-parented), but the zygote and the spare."""
+    def _born(self, table: Any, runner: Any) -> set[int]:
+        """The processes of `runner`'s tree that only the zygote's marker names (what it forked
+        without exec, wherever it re-parented): every marked process but the zygote and the
+        other runners it forked that are alive (the spare, or the runner in hand)."""
         from kernelopt.harness.sandbox import marked
 
-        keep = {self.child.pid} | ({self.spare[0].pid} if self.spare is not None else set())
-        return marked(table, self.marker) - keep
+        others = {r.pid for r in self.forked if r is not runner and r.returncode is None}
+        return marked(table, self.marker) - {self.child.pid} - others
 
     def take(self) -> tuple[Any, Any] | None:
         """A fresh runner that has loaded nothing (the spare, or one forked now) and its channel;
@@ -350,7 +375,9 @@ class Zygote:
             self.spare = self._fork()
 
     def close(self) -> None:
+        """With the verifier, once its runner is stopped: the zygote's whole tree goes."""
         self._fail("closed")
+        self.child.cleanup()
 
 
 if __name__ == "__main__":
