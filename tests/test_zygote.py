@@ -222,3 +222,34 @@ def test_the_zygote_refuses_to_fork_with_a_thread():
     clean, threaded = proc.stdout.strip().splitlines()
     assert clean == "None"
     assert "2 threads" in threaded
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="reads another non-dumpable process's fd table: root only")
+def test_a_forked_runner_holds_its_own_fds_and_no_other(tmp_path):
+    """The fds a spawned runner inherits through pass_fds (the GPU arena's) reach a forked one at
+    the same numbers; none of the zygote's (its socket) does."""
+    from kernelopt.harness.sandbox import candidate_env
+    from kernelopt.harness.zygote import Zygote
+
+    held = tmp_path / "arena"
+    held.write_bytes(b"x")
+    fd = os.open(held, os.O_RDONLY)
+    number = os.dup2(fd, 77, inheritable=False)
+    os.close(fd)
+    zygote = Zygote.start(lambda d: candidate_env({"TMPDIR": str(d)}), lambda: (number,))
+    assert zygote is not None
+    try:
+        runner, chan = zygote.take()
+        zygote.prefork()
+        spare = zygote.spare[0]
+        for pid in (runner.pid, spare.pid):
+            fds = {int(f): os.readlink(f"/proc/{pid}/fd/{f}") for f in os.listdir(f"/proc/{pid}/fd")}
+            assert fds[number] == str(held), fds
+            assert not any("socket" in target for target in fds.values()), fds  # not the zygote's
+            assert len(fds) == 6, fds  # stdin, stdout, stderr, its channel's two ends, the inherited one
+        assert ZYGOTE_ARG in Path(f"/proc/{runner.pid}/cmdline").read_bytes().decode()
+        runner.cleanup()
+        chan.close()
+    finally:
+        zygote.close()
+        os.close(number)

@@ -244,6 +244,8 @@ class ZygoteRequest(Model):
 
     env: dict[str, str]
     cwd: str
+    inherit: list[int] = Field(default_factory=list, description="numbers at which the runner gets the fds passed after "
+                               "its 4 pipe ends, as a spawned runner inherits them (pass_fds): the GPU arena's")
 
 
 class ZygoteReply(Model):

@@ -109,7 +109,7 @@ class Verifier:
 
             # Now, before any candidate exists (its imports overlap the references' and baselines' work).
             try:
-                self.zygote = Zygote.start(self._runner_env)
+                self.zygote = Zygote.start(self._runner_env, lambda: self.arena.pass_fds())
             except OSError as exc:
                 print(f"kernelopt: no zygote ({exc}); runners start cold", file=sys.stderr)
         self.prepared = binding.prepare(cfg.problem, None, device=cfg.device, seed=cfg.seed)

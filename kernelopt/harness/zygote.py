@@ -12,7 +12,8 @@ with a zygote starts it once, with its own start, before any candidate exists:
   no CUDA and starts no thread: a fork of it is a clean process. Both are checked before every
   fork; a zygote that fails the check forks nothing, and the verifier starts its runners cold;
 - forks a runner on each request of its verifier (`ZygoteRequest` on a unix socket, with the
-  runner's pipes passed as SCM_RIGHTS): the runner gets its own session, stdin on /dev/null, its
+  runner's pipes, and on a GPU the arena's fd, passed as SCM_RIGHTS): the runner gets its own
+  session, the arena's fd at the number it has in the verifier, stdin on /dev/null, its
   stdout and stderr on pipes the verifier drains, the environment and private working directory
   the verifier made for it (`candidate_env`, `sandbox.tree_env`: its own tag, dir and owner), and
   then runs `runner.serve` as a runner started cold does. It never execs, so it is non-dumpable
@@ -52,6 +53,7 @@ ZYGOTE_VAR = "KERNELOPT_ZYGOTE"
 READY_TIMEOUT_S = 180.0
 FORK_TIMEOUT_S = 30.0
 MAX_MESSAGE = 1 << 20
+MAX_FDS = 16
 
 
 def resolve(option: bool | None, device: str, isolate: str) -> bool:
@@ -124,14 +126,20 @@ def _close_all_but(keep: set[int]) -> None:
 def _become_runner(ctrl: socket.socket, req: Any, fds: list[int]) -> NoReturn:
     """In the forked runner, before any candidate code: its own session, fds, environment, cwd."""
     try:
+        import fcntl
+
         ctrl.close()
-        to_runner, from_runner, out, err = fds
         os.setsid()
+        # Every fd received moved above every number in play, then each inherited one to its number.
+        base = max([2, *fds, *req.inherit]) + 1
+        to_runner, from_runner, out, err, *inherited = (fcntl.fcntl(fd, fcntl.F_DUPFD, base) for fd in fds)
+        for fd, number in zip(inherited, req.inherit):
+            os.dup2(fd, number)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        _close_all_but({0, 1, 2, to_runner, from_runner})
+        _close_all_but({0, 1, 2, to_runner, from_runner, *req.inherit})
         os.environ.clear()
         os.environ.update(req.env)
         os.chdir(req.cwd)
@@ -211,12 +219,12 @@ def main(ctrl_fd: int, marker: str) -> int:
         while why is None:
             # Only the verifier holds the other end: a closed socket (its exit, its death) is the end.
             select.select([ctrl], [], [])
-            msg, fds, _, _ = socket.recv_fds(ctrl, MAX_MESSAGE, 4)
+            msg, fds, _, _ = socket.recv_fds(ctrl, MAX_MESSAGE, MAX_FDS)
             if not msg:
                 break
             try:
                 req = ZygoteRequest.model_validate_json(msg)
-                refused = why_not_fork() or (None if len(fds) == 4 else "a request without its 4 fds")
+                refused = why_not_fork() or (None if len(fds) == 4 + len(req.inherit) else "a request without its fds")
                 _send(ctrl, ZygoteReply(pid=None if refused else _fork(ctrl, req, fds), error=refused))
             except (OSError, ValueError) as exc:
                 _send(ctrl, ZygoteReply(error=f"{type(exc).__name__}: {exc}"))
@@ -238,19 +246,23 @@ class Zygote:
     """A verifier's zygote: `start()` it before any candidate exists, `take()` a runner per fresh
     runner needed (None: start one cold), `close()` it with the verifier."""
 
-    def __init__(self, child: Any, ctrl: socket.socket, marker: str, env_for: Callable[[Path], dict[str, str]]) -> None:
+    def __init__(self, child: Any, ctrl: socket.socket, marker: str, env_for: Callable[[Path], dict[str, str]],
+                 inherit: Callable[[], tuple[int, ...]]) -> None:
         self.child = child
         self.ctrl = ctrl
         self.marker = marker
         self.env_for = env_for
+        self.inherit = inherit
         self.pid: int | None = None  # the zygote's, once it is ready
         self.failed: str | None = None  # why no runner comes from it any more
         self.spare: tuple[Any, Any] | None = None  # (ChildProcess, Channel): the runner forked ahead
         self.forked: list[Any] = []  # the ChildProcess of every runner forked and not yet reaped
 
     @classmethod
-    def start(cls, env_for: Callable[[Path], dict[str, str]]) -> "Zygote | None":
-        """Spawn the zygote; `env_for(dir)` is a runner's environment with `dir` its private dir."""
+    def start(cls, env_for: Callable[[Path], dict[str, str]],
+              inherit: Callable[[], tuple[int, ...]] = tuple) -> "Zygote | None":
+        """Spawn the zygote; `env_for(dir)` is a runner's environment with `dir` its private dir,
+        `inherit()` the fds of this process a runner inherits at the same numbers (the arena's)."""
         from kernelopt.harness.sandbox import is_subreaper, make_tmpdir, spawn
 
         if not sys.platform.startswith("linux"):
@@ -266,7 +278,7 @@ class Zygote:
             raise
         finally:
             theirs.close()
-        zygote = cls(child, ours, marker, env_for)
+        zygote = cls(child, ours, marker, env_for, inherit)
         if not is_subreaper():  # a forked runner would re-parent to init: no exit status, no tree
             zygote._fail("this process cannot be a subreaper")
         return zygote
@@ -322,8 +334,10 @@ class Zygote:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         theirs = [to_runner_r, from_runner_w, out_w, err_w]
+        inherit = list(self.inherit())
         try:
-            socket.send_fds(self.ctrl, [ZygoteRequest(env=env, cwd=str(tmp)).model_dump_json().encode()], theirs)
+            socket.send_fds(self.ctrl, [ZygoteRequest(env=env, cwd=str(tmp), inherit=inherit).model_dump_json().encode()],
+                            theirs + inherit)
             reply = self._recv(FORK_TIMEOUT_S)
             if reply.pid is None:
                 raise OSError(reply.error or "no pid")
