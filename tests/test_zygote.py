@@ -21,27 +21,16 @@ import pytest
 from kernelopt.errors import BadInput
 from kernelopt.harness.evaluate import Engine, evaluate
 from kernelopt.harness.zygote import ZYGOTE_VAR, resolve
-from kernelopt.problem import load_candidate, load_problem
+from kernelopt.problem import load_problem
 
 from test_trust_attacks import _unprivileged_prefix
+from test_trust_process import _alive, _cands
 
 ATT = Path(__file__).resolve().parent / "fixtures" / "attacks"
 PROBLEM = ATT / "problem.py"
 ZYGOTE_ARG = "kernelopt.harness.zygote"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote is Linux only")
-
-
-def _cands(*names: str) -> list:
-    return [load_candidate(ATT / n) for n in names]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def _marked(marker: str) -> list[int]:
@@ -102,7 +91,7 @@ def test_runners_are_forked_from_the_zygote_and_not_dumpable_from_their_first_in
 DRIVER = r"""
 import json, sys
 from kernelopt.harness.evaluate import evaluate
-from kernelopt.problem import load_candidate, load_problem
+from kernelopt.problem import load_problem
 evs = evaluate(load_problem(sys.argv[1]), [load_candidate(c) for c in sys.argv[2:]], time=False, timeout_s=120,
                isolate="candidate", zygote=True)
 print(json.dumps([e.failure.reason if e.failure else None for e in evs]))
@@ -151,7 +140,7 @@ def test_a_runners_tree_dies_with_it(tmp_path, monkeypatch):
 HANG = r"""
 import sys
 from kernelopt.harness.evaluate import evaluate
-from kernelopt.problem import load_candidate, load_problem
+from kernelopt.problem import load_problem
 evaluate(load_problem(sys.argv[1]), [load_candidate(sys.argv[2])], time=False, timeout_s=600, zygote=True)
 """
 

@@ -206,7 +206,7 @@ def _send(ctrl: socket.socket, reply: Any) -> None:
 
 def main(ctrl_fd: int, marker: str) -> int:
     from kernelopt.harness.protocol import ZygoteReply, ZygoteRequest
-    from kernelopt.harness.sandbox import kill_marked
+    from kernelopt.harness.sandbox import exit_cleanup, kill_marked
 
     ctrl = socket.socket(fileno=ctrl_fd)
     try:
@@ -234,8 +234,11 @@ def main(ctrl_fd: int, marker: str) -> int:
     except OSError:
         pass  # the verifier is gone
     finally:
-        # Its runners, the spare and what they forked: nothing outlives the verifier.
+        # Its runners, the spare and what they forked: nothing outlives the verifier. And, as a
+        # spawned process's watch does, its own dir and, if the verifier is gone, the verifier's (its
+        # arena with it): the runner, whose watch would have removed them, was just killed.
         kill_marked(marker, {os.getpid()})
+        exit_cleanup()
     return 0
 
 
