@@ -91,7 +91,7 @@ def test_runners_are_forked_from_the_zygote_and_not_dumpable_from_their_first_in
 DRIVER = r"""
 import json, sys
 from kernelopt.harness.evaluate import evaluate
-from kernelopt.problem import load_problem
+from kernelopt.problem import load_candidate, load_problem
 evs = evaluate(load_problem(sys.argv[1]), [load_candidate(c) for c in sys.argv[2:]], time=False, timeout_s=120,
                isolate="candidate", zygote=True)
 print(json.dumps([e.failure.reason if e.failure else None for e in evs]))
@@ -140,7 +140,7 @@ def test_a_runners_tree_dies_with_it(tmp_path, monkeypatch):
 HANG = r"""
 import sys
 from kernelopt.harness.evaluate import evaluate
-from kernelopt.problem import load_problem
+from kernelopt.problem import load_candidate, load_problem
 evaluate(load_problem(sys.argv[1]), [load_candidate(sys.argv[2])], time=False, timeout_s=600, zygote=True)
 """
 
@@ -156,6 +156,7 @@ def test_a_killed_verifier_or_engine_leaves_no_zygote_and_no_runner(tmp_path, vi
         end = time.monotonic() + 120
         while not pidfile.exists() and time.monotonic() < end:
             time.sleep(0.1)
+        assert pidfile.exists(), "the candidate never ran"
         runner, verifier = (int(p) for p in pidfile.read_text().split())
         argv = Path(f"/proc/{runner}/cmdline").read_bytes().decode().split("\0")
         marker = next(a for a in argv if a.startswith("kernelopt-zygote-"))
