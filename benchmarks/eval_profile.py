@@ -1,6 +1,7 @@
 """Where one evaluation's wall time goes, on the verifier's side (issue #23).
 
-    python3 benchmarks/eval_profile.py [--problem P --kernel K] [--candidates 3] [--zygote on|off|both] [-o OUT.txt]
+    python3 benchmarks/eval_profile.py [--problem P --kernel K] [--candidates 3] [--zygote on|off|both]
+                                       [--isolate worker|candidate] [-o OUT.txt]
 
 Runs the verifier in this process (its runner is still a separate process, as in the engine),
 evaluates the same kernel N times, stamps every progress line it reports (runner start, each trial,
@@ -34,6 +35,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--candidates", type=int, default=3)
     parser.add_argument("--device", default=None)
     parser.add_argument("--small", action="store_true", help="the problem at its SMALL shape")
+    parser.add_argument("--isolate", choices=("worker", "candidate"), default="worker",
+                        help="candidate: a fresh runner per candidate on the CPU too (on a GPU every timed one gets one)")
     parser.add_argument("--zygote", choices=("on", "off", "both", "auto"), default="auto",
                         help="runners forked from a zygote, started cold, both in turn, or the engine's default")
     parser.add_argument("-o", "--out", default=None)
@@ -57,7 +60,7 @@ def main(argv: list[str]) -> int:
     from kernelopt.harness.zygote import resolve
 
     settings = {"on": [True], "off": [False], "both": [False, True],
-                "auto": [resolve(None, device, "worker")]}[args.zygote]
+                "auto": [resolve(None, device, args.isolate)]}[args.zygote]
     texts: list[str] = []
     starts: dict[bool, list[float]] = {}
     for zygote in settings:
@@ -70,7 +73,8 @@ def main(argv: list[str]) -> int:
         runner_stats = tempfile.mkdtemp(prefix="kernelopt-runner-prof-")
         os.environ[PROFILE_VAR] = runner_stats  # the runners inherit it (KERNELOPT_* is allowlisted)
         t0 = time.monotonic()
-        verifier = Verifier(WorkerConfig(problem=problem, device=device, baselines=[], zygote=zygote), progress)
+        verifier = Verifier(WorkerConfig(problem=problem, device=device, baselines=[], isolate=args.isolate,
+                                         zygote=zygote), progress)
         lines.append(f"verifier setup {time.monotonic() - t0:.2f} s (device {device})")
         prof = cProfile.Profile()
         for i in range(args.candidates):
@@ -94,7 +98,8 @@ def main(argv: list[str]) -> int:
             buf.write(f"\n=== the runners ({len(files)} processes), handling requests ===\n")
             pstats.Stats(*files, stream=buf).sort_stats("cumulative").print_stats(45)
         texts.append("\n".join(lines) + "\n\n" + buf.getvalue())
-    summary = ["runner_start (s) per candidate that started a runner:"]
+    summary = ["runner_start (s) per candidate that started a runner:" if starts else
+               "no candidate started a runner (the first runner starts with the verifier; see --isolate)"]
     for zygote, values in starts.items():
         summary.append(f"  {'forked' if zygote else 'cold  '}: {' '.join(f'{v:.3f}' for v in values)}"
                        f"  (median {sorted(values)[len(values) // 2]:.3f})")
