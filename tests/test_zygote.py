@@ -243,3 +243,16 @@ def test_a_forked_runner_holds_its_own_fds_and_no_other(tmp_path):
     finally:
         zygote.close()
         os.close(number)
+
+
+def test_a_forked_runner_that_cannot_start_means_cold_starts(tmp_path, monkeypatch):
+    """A forked runner that dies in its start (here the problem's import kills it; on a GPU it could
+    be CUDA in a forked process) fails no candidate: the verifier starts that runner and the later
+    ones cold."""
+    out = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", str(out))
+    evs = evaluate(load_problem(ATT / "problem_unforkable.py"), _cands("zygote_probe.py", "zygote_probe.py"),
+                   time=False, timeout_s=120, isolate="candidate", zygote=True)
+    assert [e.failure for e in evs] == [None, None]
+    runs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(ZYGOTE_ARG not in r["cmdline"] for r in runs), runs

@@ -260,13 +260,18 @@ class Verifier:
             set_dumpable(True)
         try:
             reply = self.ask(init, time.monotonic() + RUNNER_START_TIMEOUT_S)
+        except RunnerGone as gone:
+            if forked is None:
+                raise
+            reply = RunnerReply(ok=False, message=str(gone))  # crashed or hung in its start: below
         finally:
             if window:
                 harden_process()
         if not reply.ok:
             if forked is not None:
-                # A runner forked from the zygote that cannot start (on a GPU: CUDA or the arena's IPC
-                # in a forked process) is a fault of the zygote, not of the candidate: cold from now on.
+                # A runner forked from the zygote that cannot start (on a GPU: CUDA or the arena in a
+                # forked process) is a fault of the zygote, not of a candidate (none is loaded yet):
+                # cold from now on.
                 print(f"kernelopt: a runner forked from the zygote failed to start ({reply.message}); "
                       "runners start cold from now on", file=sys.stderr)
                 self.stop_runner()
