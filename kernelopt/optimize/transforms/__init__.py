@@ -20,6 +20,7 @@ BUILTIN: dict[str, str] = {
     "cuda_vectorized_loads": "kernelopt.optimize.transforms.cuda_vectorized_loads:CudaVectorizedLoads",
     "autotune_table": "kernelopt.optimize.transforms.autotune_table:AutotuneTable",
     "dot_inner_product": "kernelopt.optimize.transforms.dot_inner_product:DotInnerProduct",
+    "dot_rank1_loop": "kernelopt.optimize.transforms.dot_rank1_loop:DotRank1Loop",
     "flat_elementwise": "kernelopt.optimize.transforms.flat_elementwise:FlatElementwise",
     "grouped_program_order": "kernelopt.optimize.transforms.grouped_program_order:GroupedProgramOrder",
     "persistent_grid": "kernelopt.optimize.transforms.persistent_grid:PersistentGrid",
