@@ -326,7 +326,8 @@ def _acc_dims(p: Parsed, fn: ast.FunctionDef, acc: str, loop: ast.For) -> tuple[
     call = starts[0].value
     shape = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "shape"), None)
     if not (isinstance(shape, (ast.Tuple, ast.List)) and len(shape.elts) == 2):
-        raise _Decline(f"{acc} is not a 2-D tile written as tl.zeros((M, N), ...)")
+        raise _Decline(f"{acc} is not a 2-D tile written as tl.zeros((M, N), ...) (a 1-D accumulator is no outer "
+                       "product: block_program_axis can give it a dimension)")
     for d in shape.elts:
         if isinstance(d, ast.Constant) and isinstance(d.value, int) and d.value < DOT_MIN:
             raise _Decline(f"{acc}'s tile has a dimension of {d.value}: tl.dot needs M, N >= {DOT_MIN}")
@@ -457,20 +458,22 @@ def _updates(p: Parsed, loop: ast.For) -> list[ast.stmt]:
 
 
 def _find(p: Parsed, k: JitKernel) -> _Plan:
+    if PARAM in k.params:
+        raise _Decline(f"already takes {PARAM}")
     shapes = _Shapes(p, k)
-    reasons: list[str] = []
+    reasons: dict[str, list[str]] = {}  # reason -> the loops it declines
     for loop in [n for n in ast.walk(k.fn) if isinstance(n, ast.For)]:
-        ups = _updates(p, loop)
-        if not ups:
-            continue
-        for u in ups:
+        for u in _updates(p, loop):
             try:
                 return _plan(p, k, loop, u, shapes)
             except _Decline as exc:
-                reasons.append(f"loop over {text(p, loop.target)} (line {loop.lineno}): {exc}")
+                where = f"{text(p, loop.target)} (line {loop.lineno})"
+                if where not in reasons.setdefault(str(exc), []):
+                    reasons[str(exc)].append(where)
     if not reasons:
         raise _Decline("no loop accumulates into a value (acc += ...)")
-    raise _Decline(reasons[0] if len(reasons) == 1 else "; ".join(dict.fromkeys(reasons)))
+    raise _Decline("; ".join(f"loop{'s' if len(ws) > 1 else ''} over {', '.join(ws)}: {why}"
+                             for why, ws in reasons.items()))
 
 
 class DotRank1Loop:
