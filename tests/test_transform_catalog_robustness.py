@@ -15,7 +15,7 @@ from tests.transform_checks import FIX, ROOT, SUITE
 
 NAMES = ["grouped_program_order", "flat_elementwise", "persistent_grid", "autotune_table", "dot_inner_product",
          "cuda_block_template", "cuda_vectorized_loads", "single_pass_row", "rows_per_program", "split_reduction",
-         "block_program_axis"]
+         "block_program_axis", "dot_rank1_loop"]
 FILES = sorted([*SUITE.glob("*/kernel.py"), *(ROOT / "examples").glob("*/kernel*.py"), *FIX.glob("*.py"),
                 *(ROOT / "tests" / "fixtures" / "knobs").glob("*.py"), *(ROOT / "tests" / "fixtures" / "harness").glob("*.py")])
 ODD = ["", "x = 1\n", "def broken(:\n", "import triton\n@triton.jit\ndef k():\n    pass\n",

@@ -156,3 +156,36 @@ def test_bad_parameters_are_refused():
         T.apply(source, "outer_product_mm", input_precision="fp8")
     with pytest.raises(TransformError, match="no @triton.jit kernel 'nope'"):
         T.apply(source, "nope")
+
+
+def test_proposed_on_the_block_program_axis_lineage_of_conv3d(tmp_path):
+    # the FMA-pipe rule names dot-rank1-loop beside tensor-cores-tl-dot; on the conv3d lineage after
+    # block-program-axis (v1 = v0 blocked with BLOCK_PID=32) its recommendations make the strategies
+    # optimizer propose dot_rank1_loop, carrying the strategy id and BLOCK_K as a knob
+    import yaml
+
+    from kernelopt.models.harness import Problem
+    from kernelopt.models.optimize import Attempt, OptimizeContext, Version
+    from kernelopt.models.recommendation import Recommendation
+    from kernelopt.optimize.transforms.optimizer import StrategiesOptimizer
+    from kernelopt.strategies import load_strategies
+    from transform_checks import ROOT
+
+    rules = yaml.safe_load((ROOT / "knowledge" / "rules" / "kernelopt.yaml").read_text())
+    fma = next(r for r in rules["rules"] if r["id"] == "fma-pipe")
+    assert "dot-rank1-loop" in fma["strategies"]
+    v0, v1 = tmp_path / "v0.py", tmp_path / "v1.py"
+    v0.write_text(CONV3D.read_text())
+    v1.write_text(conv3d_blocked(32))
+    member = Version(id="v1", round=1, path=str(v1), parent="v0")
+    history = [Attempt(version="v1", parent="v0", change="block_program_axis", strategy="block-program-axis",
+                       outcome="faster", transform="block_program_axis@conv3d_kernel@pid0")]
+    ctx = OptimizeContext(problem=Problem(path=str(SUITE / "conv3d" / "problem.py"), name="conv3d"), round=2,
+                          beam=[member], history=history, failed_proposals=[], proposals_per_member=3,
+                          recommendations={"v1": [Recommendation(strategy=s, score=1.0, reason="fma-pipe")
+                                                  for s in fma["strategies"]]})
+    made = [p for p in StrategiesOptimizer(strategies=load_strategies()).propose(ctx)
+            if p.extra.get("phase") == "transform"]
+    assert [(p.strategy, p.extra["transform"]["name"], p.extra["transform"]["site"]) for p in made] == [
+        ("dot-rank1-loop", "dot_rank1_loop", "conv3d_kernel")]
+    assert made[0].knobs.get("BLOCK_K") == 16 and "tl.dot(w, x" in made[0].source

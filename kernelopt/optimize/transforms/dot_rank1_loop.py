@@ -457,13 +457,19 @@ def _updates(p: Parsed, loop: ast.For) -> list[ast.stmt]:
     return out
 
 
+def _target(update: ast.stmt) -> str:
+    return (update.target if isinstance(update, ast.AugAssign) else update.targets[0]).id  # type: ignore[attr-defined]
+
+
 def _find(p: Parsed, k: JitKernel) -> _Plan:
     if PARAM in k.params:
         raise _Decline(f"already takes {PARAM}")
     shapes = _Shapes(p, k)
     reasons: dict[str, list[str]] = {}  # reason -> the loops it declines
     for loop in [n for n in ast.walk(k.fn) if isinstance(n, ast.For)]:
-        for u in _updates(p, loop):
+        ups = _updates(p, loop)
+        tiles = [u for u in ups if shapes.tags.get(_target(u)) == "F"]  # 2-D accumulators first
+        for u in tiles or ups:
             try:
                 return _plan(p, k, loop, u, shapes)
             except _Decline as exc:
