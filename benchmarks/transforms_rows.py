@@ -1,5 +1,5 @@
 """Do the row transforms pay? single_pass_row, rows_per_program and split_reduction on the
-suite drafts (and block_program_axis on conv3d), timed against the draft they rewrite (H100;
+suite drafts (and block_program_axis, then dot_rank1_loop, on conv3d), timed against the draft they rewrite (H100;
 needs a CUDA GPU).
 
 For each case the draft and its rewrites (each with a few values of the knob the rewrite
@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 SUITE = ROOT / "benchmarks" / "suite"
 WARPS = [4, 8, 16, 32]
 
-# name -> (suite problem, problem overrides, kernel site, transform, [transform params...], launch knobs to vary)
+# name -> (suite problem, problem overrides, kernel site, transform, [transform params...], launch knobs to vary);
+# a params dict's THEN lists (transform, site, params) applied to the result in order
 CASES: dict[str, tuple[str, dict[str, str], str, str, list[dict[str, Any]], dict[str, list[Any]]]] = {
     "softmax": ("softmax", {}, "softmax_kernel", "single_pass_row", [{}], {"num_warps": WARPS}),
     "rmsnorm": ("rmsnorm", {}, "rmsnorm_kernel", "single_pass_row", [{}], {"num_warps": WARPS}),
@@ -51,6 +52,14 @@ CASES: dict[str, tuple[str, dict[str, str], str, str, list[dict[str, Any]], dict
     # per BLOCK_PID channels instead of once per channel
     "conv3d_block_co": ("conv3d", {}, "conv3d_kernel@pid0", "block_program_axis",
                         [{"BLOCK_PID": b} for b in (4, 8, 16, 32)], {}),
+    # then implicit GEMM: the blocked conv3d's loop of rank-1 updates over input channels becomes tl.dot
+    # of (BLOCK_PID, BLOCK_K) weight and (BLOCK_K, BLOCK_W) input tiles per tap (THEN: transforms applied after)
+    "conv3d_dot_rank1": ("conv3d", {}, "conv3d_kernel@pid0", "block_program_axis",
+                         [{"BLOCK_PID": 32}] + [
+                             {"BLOCK_PID": b, "THEN": [("dot_rank1_loop", "conv3d_kernel",
+                                                        {"BLOCK_K": k, "input_precision": prec})]}
+                             for b, k, prec in ((32, 16, "ieee"), (32, 32, "ieee"), (16, 16, "ieee"),
+                                                (64, 32, "ieee"), (32, 32, "tf32"))], {}),
 }
 
 
@@ -63,10 +72,15 @@ def variants(name: str) -> list[tuple[str, str]]:
     draft = (SUITE / problem / "kernel.py").read_text()
     t = get_transform(transform)
     # the draft with the same launch knobs too: a rewrite pays only beyond what knobs reach
-    rewrites = [("draft", draft)] + [
-        (f"{transform}{site[site.index('@'):] if '@' in site else ''}" + "".join(f" {k}={v}" for k, v in params.items()),
-         t.apply(draft, site, **params))
-        for params in params_list]
+    rewrites = [("draft", draft)]
+    for params in params_list:
+        given = {k: v for k, v in params.items() if k != "THEN"}
+        label = f"{transform}{site[site.index('@'):] if '@' in site else ''}" + "".join(f" {k}={v}" for k, v in given.items())
+        source = t.apply(draft, site, **given)
+        for then, then_site, then_params in params.get("THEN", []):
+            label += f" + {then}" + "".join(f" {k}={v}" for k, v in then_params.items())
+            source = get_transform(then).apply(source, then_site, **then_params)
+        rewrites.append((label, source))
     out = []
     for label, source in rewrites:
         out.append((label, source))

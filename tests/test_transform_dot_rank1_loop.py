@@ -20,6 +20,7 @@ BPA = get_transform("block_program_axis")
 CONV3D = SUITE / "conv3d" / "kernel.py"
 GEMM = FIX / "matmul_outer_product_loop.py"
 CONV2D = FIX / "conv2d_oc_blocked.py"
+ROWFMA = FIX / "matmul_row_fma.py"
 
 
 def conv3d_blocked(block_pid: int = 32) -> str:
@@ -81,6 +82,9 @@ def test_gemm_and_conv2d_rewrites():
     assert "for c in range(0, Cin, BLOCK_K):" in out2
     assert "(x_ptr + x_off) + (c_blk[:, None] - c) * (H * W)" in out2  # through the name x_off
     assert "acc += tl.dot(wv, xv, input_precision='ieee')" in out2
+    # a unit stride along k (a row of A read k by k) adds the offsets alone
+    out3 = T.apply(BPA.apply(ROWFMA.read_text(), "row_fma_matmul@pid0", BLOCK_PID=16), "row_fma_matmul")
+    assert "a = tl.load((a_ptr + row * stride_am + k) + (k_blk[None, :] - k), mask=tl.where(pid0_ok, k_blk[None, :] < K" in out3
 
 
 @pytest.mark.slow
@@ -94,7 +98,10 @@ def test_gemm_and_conv2d_rewrites():
     (lambda: CONV2D.read_text(), "conv2d_oc_block", FIX / "problem_conv2d.py",
      [{"OUT_CHANNELS": "5"}, {"IN_CHANNELS": "18", "OUT_CHANNELS": "17", "HEIGHT": "5", "WIDTH": "4"},
       {"OUT_CHANNELS": "3", "STRIDE": "2", "PADDING": "0", "HEIGHT": "9", "WIDTH": "8"}]),
-], ids=["conv3d-after-block-program-axis", "gemm-kernel_function", "conv2d-oc-blocked-ModelNew"])
+    (lambda: BPA.apply(ROWFMA.read_text(), "row_fma_matmul@pid0", BLOCK_PID=16), "row_fma_matmul",
+     FIX / "problem_matmul.py", [{"M": "17", "N": "20", "K": "7"}, {"M": "5", "N": "16", "K": "40"}]),
+], ids=["conv3d-after-block-program-axis", "gemm-kernel_function", "conv2d-oc-blocked-ModelNew",
+        "row-fma-after-block-program-axis"])
 def test_verifies_with_ragged_tails(source, site, problem, shapes, tmp_path):
     src = source()
     out16 = T.apply(src, site)

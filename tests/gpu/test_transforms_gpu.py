@@ -77,6 +77,24 @@ CASES = [
      [("block_program_axis", "row_fma_matmul@pid0", {"BLOCK_PID": 1})]),
     ("blockaxis/matvec", SUITE / "matvec_bf16" / "kernel.py", SUITE / "matvec_bf16" / "problem.py", {"M": "8191", "K": "8192"},
      [("block_program_axis", "matvec_kernel@pid0", {"BLOCK_PID": 4})]),
+    # dot_rank1_loop: the blocked conv3d (BLOCK_PID 32, then 16) as implicit GEMM with BLOCK_K 16 and 32 at the
+    # suite's size; an outer-product GEMM (kernel_function), an oc-blocked conv2d (ModelNew) and the row-FMA
+    # product after block_program_axis, at ragged sizes (-k dotloop)
+    *[(f"dotloop/conv3d_co{b}_k{k}", SUITE / "conv3d" / "kernel.py", SUITE / "conv3d" / "problem.py", {},
+       [("block_program_axis", "conv3d_kernel@pid0", {"BLOCK_PID": b}), ("dot_rank1_loop", "conv3d_kernel",
+                                                                          {"BLOCK_K": k})])
+      for b, k in ((32, 16), (32, 32), (16, 16))],
+    ("dotloop/conv3d_co32_k32_tf32", SUITE / "conv3d" / "kernel.py", SUITE / "conv3d" / "problem.py", {},
+     [("block_program_axis", "conv3d_kernel@pid0", {"BLOCK_PID": 32}),
+      ("dot_rank1_loop", "conv3d_kernel", {"BLOCK_K": 32, "input_precision": "tf32"})]),
+    ("dotloop/gemm_outer_product", FIX / "matmul_outer_product_loop.py", FIX / "problem_matmul.py",
+     {"M": "1001", "N": "515", "K": "257"}, [("dot_rank1_loop", "outer_product_mm", {"BLOCK_K": 32})]),
+    ("dotloop/conv2d_oc_blocked", FIX / "conv2d_oc_blocked.py", FIX / "problem_conv2d.py",
+     {"BATCH": "8", "IN_CHANNELS": "35", "OUT_CHANNELS": "67", "HEIGHT": "61", "WIDTH": "59"},
+     [("dot_rank1_loop", "conv2d_oc_block", {"BLOCK_K": 16})]),
+    ("dotloop/row_fma", FIX / "matmul_row_fma.py", FIX / "problem_matmul.py", {"M": "1001", "N": "515", "K": "257"},
+     [("block_program_axis", "row_fma_matmul@pid0", {"BLOCK_PID": 32}), ("dot_rank1_loop", "row_fma_matmul",
+                                                                          {"BLOCK_K": 32})]),
     ("autotune/matmul_fp32", SUITE / "matmul_fp32" / "kernel.py", SUITE / "matmul_fp32" / "problem.py",
      {"M": "2048", "N": "2048", "K": "2048"}, [("autotune_table", "matmul_kernel", {})]),
     ("autotune/leaky_relu", FIX / "leaky_relu_meta.py", FIX / "problem_leaky_relu.py", {"N": "50000017"},

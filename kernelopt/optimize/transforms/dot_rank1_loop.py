@@ -584,7 +584,8 @@ class DotRank1Loop:
                 mask = None if op.mask is None else text(p, op.mask)
             kmask = f"{kvec} < {endt}"
             full_mask = kmask if mask is None else f"{tl}.where({mask}, {kmask}, False)"
-            tile = f"{tl}.load({base} + ({kvec} - {plan.var}) * {_paren(op.stride)}, mask={full_mask}, other=0.0)"
+            step = "" if op.stride == "1" else f" * {_paren(op.stride)}"
+            tile = f"{tl}.load({base} + ({kvec} - {plan.var}){step}, mask={full_mask}, other=0.0)"
             if isinstance(op.node, ast.Name):
                 edits.append((src.start(op.load), src.end(op.load), tile))
                 tiles.append(op.node.id)
