@@ -110,10 +110,10 @@ def test_verifies_with_ragged_tails(source, site, problem, shapes, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_wrong_k_tail_fails_verification(tmp_path):
-    # the check above can see a broken rewrite: without the K-tail mask the last tile reads past K
+def test_a_wrong_k_offset_fails_verification(tmp_path):
+    # the check above can see a broken rewrite: an A tile that repeats its first column along k
     out = T.apply(GEMM.read_text(), "outer_product_mm")
-    broken = out.replace("kk_blk[None, :] < K", "kk_blk[None, :] < K + 8").replace("kk_blk[:, None] < K", "kk_blk[:, None] < K + 8")
+    broken = out.replace("(kk_blk[None, :] - kk) * sak", "(kk_blk[None, :] - kk) * 0")
     assert broken != out
     assert fails(tmp_path, FIX / "problem_matmul.py", {"M": "5", "N": "33", "K": "7"}, broken)
 

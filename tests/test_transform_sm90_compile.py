@@ -85,6 +85,13 @@ CASES = {
     "block_axis_layernorm_weights": (lambda: T("block_program_axis").apply(read(FIX / "layernorm_tutorial_style.py"),
                                                                             "_layer_norm_fwd@pid0"),
                                      "_layer_norm_fwd", {"BLOCK_SIZE": 256, "BLOCK_PID": 4}),
+    "dot_rank1_conv3d": (lambda: T("dot_rank1_loop").apply(T("block_program_axis").apply(
+        read(S / "conv3d" / "kernel.py"), "conv3d_kernel@pid0", BLOCK_PID=32), "conv3d_kernel", BLOCK_K=32),
+                         "conv3d_kernel", {"BLOCK_W": 128, "BLOCK_PID": 32, "BLOCK_K": 32}),
+    "dot_rank1_gemm": (lambda: T("dot_rank1_loop").apply(read(FIX / "matmul_outer_product_loop.py"), "outer_product_mm"),
+                       "outer_product_mm", {"TM": 64, "TN": 64, "BLOCK_K": 16}),
+    "dot_rank1_conv2d": (lambda: T("dot_rank1_loop").apply(read(FIX / "conv2d_oc_blocked.py"), "conv2d_oc_block"),
+                         "conv2d_oc_block", {"KS": 3, "OC_B": 32, "PIX_B": 64, "BLOCK_K": 16}),
     "split_row_sum": (lambda: T("split_reduction").apply(read(S / "row_sum" / "kernel.py"), "row_sum_kernel"),
                       "row_sum_kernel", {"BLOCK": 64, "SPLIT": 4}),
     "split_scalar_mean": (lambda: T("split_reduction").apply(read(S / "cross_entropy" / "kernel.py"), "mean_kernel"),
