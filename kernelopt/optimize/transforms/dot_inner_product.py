@@ -17,9 +17,9 @@ result say so, and verification judges a launch with smaller tiles.
 
 It declines kernels with no such product; matrix-vector products (`tl.sum(w * x[None, :],
 axis=1)`: a dimension of 1) and direct convolutions (a loop nest of scalar weight loads)
-are named in the reason. Implicit GEMM for convolutions is not done here: it needs the
-loop nest restructured into (output pixel, input channel x tap) tiles, which this
-byte-level rewrite cannot do safely.
+are named in the reason. Implicit GEMM for convolutions is dot_rank1_loop's: after
+block_program_axis gives the accumulator an output-channel dimension, the input-channel loop
+of rank-1 updates becomes tl.dot of BLOCK_K-wide tiles.
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ class DotInnerProduct:
                 return (f"broadcast-multiply-reduce at line {lines} becomes tl.dot (tiles must be >= 16)",
                         {"input_precision": "ieee"})
             if _conv_like(k):
-                return ("a direct convolution loop nest (products accumulated in nested loops): implicit GEMM is "
-                        "not implemented")
+                return ("a direct convolution loop nest (products accumulated in nested loops): no inner product "
+                        "here; block_program_axis then dot_rank1_loop make it implicit GEMM")
             if _has_2d_broadcast_reduce(p, k):
                 return "a matrix-vector product (vector products reduced): tl.dot needs every dimension >= 16"
             return "no tl.sum(a[:, :, None] * b[None, :, :], axis=...) inner product in the kernel"
