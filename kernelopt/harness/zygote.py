@@ -314,6 +314,10 @@ class Zygote:
             pass
         self.child.wait(5.0)
         self.ctrl.close()
+        if why != "closed":
+            tail = (self.child.output()[1].strip().splitlines() or [""])[-1][:300]
+            print(f"kernelopt: the zygote failed ({why}{'; ' + tail if tail else ''}); runners start cold",
+                  file=sys.stderr)
 
     def _fork(self) -> tuple[Any, Any] | None:
         from kernelopt.harness.protocol import Channel, ZygoteRequest
