@@ -168,3 +168,25 @@ def test_sampling_max_calls_bounds_tiny_kernels_but_not_min_calls():
     samples, _ = _sample(_Clock([0.001]), min_calls=20, min_ms=0.0, max_calls=20)
     assert len(samples) == 20
 
+
+
+def test_sampling_a_tiny_kernel_stops_at_the_wall_limit():
+    """A 7 us kernel whose calls cost 2 ms of wall time each (flush, guard, synchronize) would need
+    14,000 calls (28 s) for 100 ms of measured time: sampling ends at the wall limit instead, with at
+    least min_calls samples, all of them real calls (issue #23; 25-30 s on an H100 before)."""
+    import time as _time
+
+    calls = []
+
+    def clock() -> float:
+        _time.sleep(0.002)
+        calls.append(1)
+        return 0.007
+
+    start = _time.monotonic()
+    samples, warm = _sample(clock, max_wall_s=0.3, warmup_ms=0.0)
+    assert _time.monotonic() - start < 5.0
+    assert 10 <= len(samples) < 1000 and len(calls) == len(samples) + warm
+    # min_calls still wins over the wall limit: a slow kernel gets its ten calls.
+    slow, _ = _sample(lambda: (_time.sleep(0.05), 50.0)[1], max_wall_s=0.01, warmup_ms=0.0, warmup_calls=0)
+    assert len(slow) == 10

@@ -49,6 +49,12 @@ FALLBACK_L2_FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_CALLS = 100_000
 # The warm-up never runs longer than this, even if `warmup_calls` calls take longer.
 _WARMUP_WALL_LIMIT_S = 30.0
+# Sampling stops after this much wall time once `min_calls` calls are in, though `min_ms` of
+# measured time is not reached: a 7 us kernel needs about 14,000 calls for 100 ms, and each
+# call's L2 flush, launch guard and synchronize cost about 2 ms of wall time, so it took 25-30 s
+# to time on an H100 (benchmarks/results/session8_gpu/, call 7). After 3 s it has over 1,000
+# samples; kernels above about 70 us never reach the limit.
+DEFAULT_MAX_WALL_S = 3.0
 # Racing: timed calls before a candidate may be judged clearly slower (`clearly_slower`).
 RACE_AFTER_CALLS = 5
 
@@ -174,6 +180,7 @@ def time_callable(
     launch_guard: bool = True,
     device: "torch.device | int | str | None" = None,
     max_calls: int = DEFAULT_MAX_CALLS,
+    max_wall_s: float = DEFAULT_MAX_WALL_S,
     after_call: Callable[[Any], None] | None = None,
     race_against_ms: float | None = None,
     race_after: int = RACE_AFTER_CALLS,
@@ -185,7 +192,7 @@ def time_callable(
 
     `min_ms` counts measured (event) time, not wall time, so a short kernel gets
     more samples. `max_calls` bounds the number of timed calls for very short
-    kernels. `launch_guard=False` leaves the host's enqueue time in the figures.
+    kernels, and `max_wall_s` their wall time (once `min_calls` are in). `launch_guard=False` leaves the host's enqueue time in the figures.
     `race_against_ms`: stop once the candidate is `clearly_slower` than it (the
     stats are then partial and say `raced_out`).
     Raises MissingRequirement without CUDA; exceptions from `fn` propagate.
@@ -242,6 +249,7 @@ def time_callable(
             min_ms=min_ms,
             min_calls=min_calls,
             max_calls=max_calls,
+            max_wall_s=max_wall_s,
             stop=(lambda s: clearly_slower(s, race_against_ms, race_after)) if race_against_ms is not None else None,
         )
 
@@ -289,12 +297,14 @@ def sample_calls(
     min_calls: int,
     max_calls: int,
     warmup_wall_limit_s: float = _WARMUP_WALL_LIMIT_S,
+    max_wall_s: float = DEFAULT_MAX_WALL_S,
     stop: Callable[[list[float]], bool] | None = None,
 ) -> tuple[list[float], int]:
     """The warm-up and sampling rule of `time_callable`: (timed samples, warm-up call count).
 
     `one_call()` runs one call and returns its measured milliseconds; `stop(samples)`, checked
-    after each timed call, ends the sampling early (racing).
+    after each timed call, ends the sampling early (racing). Once `min_calls` are in, sampling also
+    ends after `max_wall_s` of wall time (tiny kernels: see DEFAULT_MAX_WALL_S).
     """
     # The first call may JIT-compile or autotune on the host between the events: it
     # counts as a warm-up call, but its time does not count towards `warmup_ms`.
@@ -309,7 +319,9 @@ def sample_calls(
             break
     samples: list[float] = []
     total = 0.0
-    while len(samples) < min_calls or (total < min_ms and len(samples) < max_calls):
+    wall0 = time.monotonic()
+    while len(samples) < min_calls or (total < min_ms and len(samples) < max_calls
+                                       and time.monotonic() - wall0 < max_wall_s):
         ms = one_call()
         samples.append(ms)
         total += ms
