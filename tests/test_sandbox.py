@@ -549,6 +549,29 @@ def test_the_ipc_files_named_are_this_process_s_only(monkeypatch) -> None:
     assert file_arena.ipc_files() == []  # the CPU path binds nothing
 
 
+def test_a_gpu_arena_that_falls_back_to_legacy_ipc_says_so(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """A driver that cannot share the arena by fd (an old one, or a refused call) means legacy CUDA
+    IPC: the verifier's dumpable window and no pid namespace in a GPU sandbox. The weaker mode is
+    said in one line on stderr, never taken silently (run on the CPU: the driver calls are faked)."""
+    import torch
+
+    from kernelopt.harness import arena as arena_mod
+    from kernelopt.harness import cuda_fd
+
+    def refuse(cls: Any, nbytes: int, device_index: int) -> Any:
+        raise cuda_fd.FdShareUnavailable("cuMemCreate failed: CUDA_ERROR_NOT_SUPPORTED (801)")
+
+    empty = torch.empty
+    monkeypatch.setattr(cuda_fd.SharedCudaBuffer, "allocate", classmethod(refuse))
+    monkeypatch.setattr(torch, "empty", lambda *a, device, **kw: empty(*a, **kw))  # a CPU buffer for "cuda:0"
+    monkeypatch.setattr("torch.multiprocessing.reductions.reduce_tensor", lambda buf: (tuple, ((),)))
+    arena = arena_mod.Arena.allocate(4096, "cuda:0")
+    assert arena.spec.kind == "cuda_ipc"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "legacy CUDA IPC" in err[0] and "CUDA_ERROR_NOT_SUPPORTED" in err[0] and "dumpable" in err[0], err
+
+
 def test_a_list_written_by_a_candidate_removes_no_other_runs_arena(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A candidate can write `.kernelopt-also-remove` into its own writable dir, naming another
     run's arena: removing its dir must not remove that arena. The verifier's own attached arena,

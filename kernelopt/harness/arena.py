@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,12 @@ class Arena:
 
             try:
                 shared = SharedCudaBuffer.allocate(nbytes, torch.device(device).index or 0)
-            except FdShareUnavailable:
-                shared = None  # an old driver: legacy CUDA IPC, with the verifier's dumpable window
+            except FdShareUnavailable as exc:
+                # An old driver: legacy CUDA IPC, which weakens two protections; said, never silent.
+                print(f"kernelopt: the GPU arena cannot be shared by fd ({exc}); legacy CUDA IPC instead: the "
+                      "verifier is dumpable while each runner starts and a GPU sandbox gets no pid namespace "
+                      "(docs/harness.md)", file=sys.stderr)
+                shared = None
             if shared is not None:
                 arena = cls(shared.tensor[:nbytes], ArenaSpec(kind="cuda_fd", nbytes=nbytes, fd=shared.fd,
                                                                   mapped_nbytes=shared.nbytes, device=device))
