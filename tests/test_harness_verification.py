@@ -151,4 +151,67 @@ def test_nvcc_without_gpu_is_bounded_by_the_timeout():
     assert v.reason == "needs_gpu" and "nvcc did not finish within 3 s" in v.message, v.message
     assert time.monotonic() - start < 45
     left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "kernelopt-nvcc-" not in left  # no cicc/ptxas still compiling the candidate's source
+    assert "kernelopt-child-nvcc-" not in left  # no cicc/ptxas still compiling the candidate's source
+
+
+NVCC_DRIVER = r"""
+import sys
+from pathlib import Path
+from kernelopt.harness.verify import verify
+from kernelopt.problem import load_candidate, load_problem
+fix = Path(sys.argv[1])
+v = verify(load_problem(fix / "problem_axpy.py", {"N": "300"}), load_candidate(fix / "../transforms/cuda_block_sum.py"),
+           timeout_s=600)
+print(v.reason)
+"""
+
+
+def test_a_killed_verifier_leaves_no_nvcc_dir(tmp_path):
+    """nvcc's check writes the candidate's CUDA source into a temp dir: one that lives in the
+    verifier's own dir, so a SIGKILL of the verifier mid-compile leaves nothing in the user's temp
+    dir (issue #19: no /tmp leftovers)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", NVCC_DRIVER, str(FIX)], env={**os.environ, "TMPDIR": str(tmp)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 240
+        while not [p for p in tmp.rglob("*nvcc*") if p.is_dir()] and time.monotonic() < end:
+            time.sleep(0.2)
+        assert [p for p in tmp.rglob("*nvcc*") if p.is_dir()], "nvcc never started"
+        verifiers = [int(d) for d in os.listdir("/proc") if d.isdigit() and _ppid(int(d)) == proc.pid
+                     and b"kernelopt.harness.worker" in _cmdline(int(d))]
+        assert len(verifiers) == 1, verifiers
+        os.kill(verifiers[0], signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and out.strip().splitlines()[-1] == "crash", (out, err[-2000:])
+    finally:
+        proc.kill()
+        proc.wait()
+    end = time.monotonic() + 10
+    while [p for p in tmp.rglob("*nvcc*")] and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not list(tmp.rglob("*nvcc*")), list(tmp.rglob("*"))
+    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(tmp) not in left  # no nvcc, cicc or ptxas still compiling there
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+        return int(raw[raw.rfind(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

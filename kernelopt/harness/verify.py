@@ -24,7 +24,6 @@ import shutil
 import signal
 import subprocess
 import sysconfig
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -359,10 +358,15 @@ def compile_cuda_without_gpu(candidate: Candidate, timeout_s: float | None = Non
         return False, "nvcc not found, so the CUDA source was not compiled"
     import torch.utils.cpp_extension as cpp
 
+    from kernelopt.harness.sandbox import make_tmpdir, remove_tmpdir
+
     includes = [*cpp.include_paths(), sysconfig.get_paths()["include"]]
     limit = min(NVCC_TIMEOUT_S, timeout_s) if timeout_s else NVCC_TIMEOUT_S
     deadline = time.monotonic() + limit
-    with tempfile.TemporaryDirectory(prefix="kernelopt-nvcc-") as tmp:
+    # In the verifier's own dir (kernelopt-child-verifier-*), which goes with it even when it is
+    # SIGKILLed mid-compile: no copy of the candidate's source is left in the user's temp dir.
+    tmp = make_tmpdir("nvcc")
+    try:
         for index, source in enumerate(sources):
             src = Path(tmp) / f"source{index}.cu"
             src.write_text(source)
@@ -384,4 +388,6 @@ def compile_cuda_without_gpu(candidate: Candidate, timeout_s: float | None = Non
                 errors = [line for line in stderr.splitlines() if "error" in line]
                 detail = (errors[0] if errors else stderr.strip()[-300:]).replace(str(src), f"<cuda source {index}>")
                 raise ChildError("compile", f"nvcc failed: {detail}")
+    finally:
+        remove_tmpdir(tmp)
     return True, f"compiled {len(sources)} CUDA source(s) with nvcc"
