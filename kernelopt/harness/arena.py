@@ -58,6 +58,15 @@ def layout(values: list[Any], start: int = 0) -> tuple[list[Value], int]:
     return out, offset
 
 
+def output_digest(t: Any) -> str:
+    """sha256 of a CPU tensor's bytes: what the runner copied into an output slot, and what the
+    verifier finds there (an interpreter timed call; `OutputInfo.digest`)."""
+    import hashlib
+
+    raw = t.detach().contiguous().reshape(-1)
+    return hashlib.sha256(raw.view(torch_dtype_of("uint8")).numpy().tobytes()).hexdigest()
+
+
 class Arena:
     """A flat uint8 buffer and typed views of its slots."""
 

@@ -209,6 +209,10 @@ class OutputInfo(Model):
     dtype: str | None = None
     copied: bool = False  # written into the arena slot (same shape and dtype as the reference)
     scalar: Any = None
+    # An interpreter timed call's (`CallRequest`): `arena.output_digest` of the value the runner
+    # copied, taken from the candidate's returned tensor. The verifier finds the same digest in the
+    # slot it judges, or another holder of the arena wrote it after the copy (docs/harness.md).
+    digest: str | None = None
 
 
 class RunnerReply(Model):

@@ -46,6 +46,7 @@ _GUARDED = (
     ("kernelopt.harness.timing", "_sleep_cycles_per_us"), ("kernelopt.harness.timing", "l2_flush_bytes"),
     ("kernelopt.harness.poison", "fill_poison"), ("kernelopt.harness.binding", "as_outputs"),
     ("kernelopt.harness.binding.Prepared", "bound_call"), ("kernelopt.harness.arena.Arena", "view"),
+    ("kernelopt.harness.arena", "output_digest"),
     ("kernelopt.harness.arena.Arena", "values"), ("kernelopt.harness.protocol.Channel", "send"),
     ("kernelopt.harness.protocol.Channel", "recv_json"),
     # The runner's own handlers and this guard: replacing them switches the checks off.
@@ -259,6 +260,14 @@ class Runner:
             return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
                                traceback=_candidate_traceback(exc))
         infos = self._collect_outputs(outputs)
+        from kernelopt.harness.arena import output_digest
+
+        # Of what the call returned (this process's memory), not of the slot: a helper that holds
+        # the arena (a process the candidate forked) and puts other outputs there after this copy
+        # is told from the call by the verifier.
+        for info, out in zip(infos, outputs):
+            if info.copied:
+                info.digest = output_digest(out)
         self._poison_returned(outputs)
         return RunnerReply(ok=True, outputs=infos)
 

@@ -637,12 +637,25 @@ class Verifier:
                 return last, None, None
             if i:
                 samples.append(ms)
-            verdict = self._judge_timed(seed, last.outputs, i + 1)
+            verdict = self._rewritten(seed, last.outputs, i + 1) or self._judge_timed(seed, last.outputs, i + 1)
             if not verdict.passed or clearly_slower(samples, race_against_ms):
                 break
         assert last is not None
         stats = summarize(samples or [0.0], warmup_count=1, method=INTERPRETER_METHOD)
         return last, mark_raced(stats, samples, race_against_ms), verdict
+
+    def _rewritten(self, seed: int, infos: list[Any], call: int) -> Trial | None:
+        """A failed verdict if an output slot no longer holds what the runner copied there from the
+        call's result (its digest): another holder of the arena -- a process the candidate forked --
+        wrote it after the copy, outside the timed window."""
+        from kernelopt.harness.arena import output_digest
+
+        for i, (spec, info) in enumerate(zip(self.out_specs, infos)):
+            if spec.slot is not None and info.copied and info.digest != output_digest(self.arena.view(spec.slot)):
+                return Trial(seed=seed, passed=False, reason="incorrect",
+                             message=f"timed call {call}: output {i} in the arena is not what the call returned "
+                                     "(written after the runner's copy by another holder of the arena)")
+        return None
 
     def _suspect(self, stats: TimingStats | None, wall_s: float) -> list[str]:
         """Why a reported GPU time is not credible: below the roofline floor, or far below the wall
