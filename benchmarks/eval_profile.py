@@ -21,6 +21,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -97,6 +98,7 @@ def main(argv: list[str]) -> int:
         if files:
             buf.write(f"\n=== the runners ({len(files)} processes), handling requests ===\n")
             pstats.Stats(*files, stream=buf).sort_stats("cumulative").print_stats(45)
+        shutil.rmtree(runner_stats, ignore_errors=True)  # read: nothing of it outlives the script
         texts.append("\n".join(lines) + "\n\n" + buf.getvalue())
     summary = ["runner_start (s) per candidate that started a runner:" if starts else
                "no candidate started a runner (the first runner starts with the verifier; see --isolate)"]
