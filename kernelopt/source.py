@@ -242,17 +242,35 @@ def last_arg_end(src: SourceFile, call: ast.Call) -> int:
 
 def keyword_delete_span(src: SourceFile, call: ast.Call, kw: ast.keyword) -> tuple[int, int]:
     """Bytes removing `kw` from the call without touching any other line."""
+    return keywords_delete_spans(src, call, [kw])[0]
+
+
+def keywords_delete_spans(src: SourceFile, call: ast.Call, kws: Sequence[ast.keyword]) -> list[tuple[int, int]]:
+    """Bytes removing every keyword of `kws` from the call, one span per run of adjacent ones:
+    a run goes like one item, with one separator (the one before it when that sits on the same
+    line, else the comma after it), so removing neighbours never drops a comma twice or leaves
+    two in a row."""
     items = sorted([*call.args, *call.keywords], key=src.start)
-    idx = items.index(kw)
-    start, end = src.start(kw), src.end(kw)
-    if idx > 0:
-        prev_end = src.end(items[idx - 1])
-        gap = src.data[prev_end:start]
+    gone = {id(k) for k in kws}
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(items):
+        if id(items[i]) not in gone:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(items) and id(items[j + 1]) in gone:
+            j += 1
+        start, end = src.start(items[i]), src.end(items[j])
+        prev_end = src.end(items[i - 1]) if i > 0 else None
+        gap = src.data[prev_end:start] if prev_end is not None else b"\n"
         if b"\n" not in gap and b"#" not in gap:
-            return prev_end, end  # ", kw=value" on one line: remove the separator with it
-    rest = src.data[end:]
-    m = re.match(rb"[ \t]*,", rest)
-    return start, end + (m.end() if m else 0)
+            spans.append((prev_end, end))  # type: ignore[arg-type] # ", kw=value" on one line: its separator with it
+        else:
+            m = re.match(rb"[ \t]*,", src.data[end:])
+            spans.append((start, end + (m.end() if m else 0)))
+        i = j + 1
+    return spans
 
 
 def scopes_of(tree: ast.Module) -> dict[int, list[ast.AST]]:

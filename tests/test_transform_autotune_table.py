@@ -110,3 +110,18 @@ def test_key_holds_shapes_not_pointers_or_memory_strides():
     assert r.reason.endswith("keyed on M, N, K")
     (r,) = T.sites(read(FIX / "bias_relu_2d_grid.py"))  # `width` multiplies the row: a size, not a pointer
     assert r.reason.endswith("keyed on width")
+
+
+def test_neighbouring_tuned_keywords_on_their_own_line(tmp_path):
+    # found on an LLM-written matmul: BLOCK_M=.., BLOCK_N=.. on one line after the pointers; the
+    # two deletions shared a comma and the rewrite did not parse (apply raised BadInput)
+    source = read(FIX / "leaky_relu_multiline_launch.py")
+    assert report("autotune_table", source)["leaky_multiline"].applies
+    out = T.apply(source, "leaky_multiline")
+    ast.parse(out)
+    launch = out.split("leaky_multiline[grid](")[1].split(")\n")[0]
+    assert "TILE" not in launch and "num_warps" not in launch and ",," not in launch.replace(" ", "").replace("\n", "")
+    first = table(out)[0]  # the current values come first
+    assert (first["TILE"], first["num_warps"]) == (128, 4)
+    verify_all(tmp_path, FIX / "problem_leaky_relu.py", [{"N": "300"}, {"N": "7"}, {"N": "129"}],
+               one_config_each(out))

@@ -35,7 +35,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     parse_for_apply,
     tl_calls,
 )
-from kernelopt.source import JitKernel, apply_edits, bindings, grid_names, indent_of, keyword_delete_span
+from kernelopt.source import JitKernel, apply_edits, bindings, grid_names, indent_of, keywords_delete_spans
 
 NAME = "autotune_table"
 _POINTER_USES = ("load", "store", "make_block_ptr", "make_tensor_descriptor", "atomic_add", "atomic_max",
@@ -249,15 +249,9 @@ class AutotuneTable:
         first = min(k.fn.decorator_list, key=lambda d: d.lineno)
         at = p.src.line_starts[first.lineno - 1]
         edits = [(at, at, "\n".join(lines) + "\n")]
-        # the tuned kwargs leave the launch; adjacent deletions can share a comma, so merge them
-        spans = sorted(keyword_delete_span(p.src, call, t.kw) for t in tuned if t.kw is not None)
-        merged: list[list[int]] = []
-        for s, e in spans:
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        edits += [(s, e, "") for s, e in merged]
+        # the tuned kwargs leave the launch (adjacent ones as one run: one separator each run)
+        spans = keywords_delete_spans(p.src, call, [t.kw for t in tuned if t.kw is not None])
+        edits += [(s, e, "") for s, e in spans]
         if grid_edit is not None:
             edits.append(grid_edit)  # type: ignore[arg-type]
         return apply_edits(source, edits, what=f"{NAME} edits")
