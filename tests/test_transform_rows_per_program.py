@@ -96,3 +96,13 @@ def test_guard_returns_become_conditions_on_the_row(tmp_path):
     assert not any(isinstance(n, ast.Return) for n in ast.walk(fn))
     assert "if not (row >= n_rows):" in out and "if not (row_id < 0):" in out
     verify_all(tmp_path, SUITE / "log_softmax" / "problem.py", [{"ROWS": "5", "COLS": "33"}], [GUARDED, out])
+
+
+def test_declines_a_kernel_that_advances_its_pointer_arguments(tmp_path):
+    # found on Liger-Kernel's and unsloth's row kernels (`a_ptr += program_id * stride`): wrapped in a
+    # loop over rows, the second row started from the first row's pointer (wrong rows, out of bounds)
+    source = (FIX / "scale_add_rows_advance.py").read_text()
+    verify_all(tmp_path, FIX / "problem_scale_add.py", [{"N_ROWS": "5", "HIDDEN": "33"}], [source])
+    r = {x.kernel: x for x in get_transform("rows_per_program").sites(source)}["scale_add_advance"]
+    assert not r.applies
+    assert "assigns to its parameter x_ptr (line 13)" in r.reason and "\n" not in r.reason

@@ -19,7 +19,8 @@ A top-level guard `if cond: return` (a row past the end) would end the whole pro
 the loop; it becomes `if not (cond):` around the rest of the body, so it ends that row only.
 
 It declines kernels whose axis-0 program index is a flat tile index (`pid * BLOCK`: an
-elementwise kernel; a larger BLOCK is that kernel's knob), kernels that read
+elementwise kernel; a larger BLOCK is that kernel's knob), kernels that assign to a parameter
+(`x_ptr += row * stride`: the second row would start from where the first left it), kernels that read
 `tl.num_programs(0)` (a persistent or grid-stride loop), that `return` anywhere else (it
 would skip the program's later rows), that take parameters with defaults, and launches whose grid is
 not a tuple written in the source or whose row count depends on the launch's META.
@@ -46,6 +47,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     line_span,
     parse_for_apply,
     program_ids,
+    rebinds_param_reason,
     refuse_unknown,
     reindent_edits,
     tl_calls,
@@ -105,6 +107,9 @@ class RowsPerProgram:
                 n is g.body[0] for g in guards)) for n in ast.walk(fn)):
             return ("returns early other than by `if cond: return` at the top level: inside a loop over rows "
                     "that would skip the program's later rows")
+        rebound = rebinds_param_reason(k, "rows")
+        if rebound is not None:
+            return rebound
         if fn.args.defaults or fn.args.kw_defaults or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs:
             return "takes parameters with defaults, *args or keyword-only parameters"
         if fn not in p.src.tree.body:

@@ -204,6 +204,26 @@ def names_stored(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def rebound_param(k: JitKernel) -> tuple[str, int] | None:
+    """The first kernel parameter the body assigns to (`ptr += row * stride`, `n = tl.cast(n, ...)`),
+    with its line; None if none. A body that a rewrite runs more than once per program (a loop
+    over rows or tiles) would start every pass after the first from the value the last pass
+    left, not from the argument."""
+    params = set(k.params)
+    hits = [n for n in ast.walk(k.fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in params]
+    first = min(hits, key=lambda n: (n.lineno, n.col_offset), default=None)
+    return None if first is None else (first.id, first.lineno)
+
+
+def rebinds_param_reason(k: JitKernel, loop: str) -> str | None:
+    """One line for a transform that declines a kernel rebinding a parameter (`rebound_param`)."""
+    hit = rebound_param(k)
+    if hit is None:
+        return None
+    return (f"assigns to its parameter {hit[0]} (line {hit[1]}): inside a loop over {loop} every "
+            f"{loop[:-1]} after the first would start from the last one's {hit[0]}, not the argument")
+
+
 def used_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
         a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
