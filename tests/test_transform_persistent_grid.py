@@ -87,3 +87,23 @@ def test_declines_twice():
     once = T.apply(read(SUITE / "gelu" / "kernel.py"), "gelu_kernel")
     (r,) = T.sites(once)
     assert not r.applies and "persistent already" in r.reason
+
+
+def test_declines_a_kernel_that_advances_its_pointer_arguments(tmp_path):
+    # found on Liger-Kernel's swiglu (`a_ptr += program_id * stride`): in the tile loop the next tile
+    # started from the last tile's pointer
+    source = (FIX / "scale_add_rows_advance.py").read_text()
+    verify_all(tmp_path, FIX / "problem_scale_add.py", [{"N_ROWS": "5", "HIDDEN": "33"}], [source])
+    r = {x.kernel: x for x in get_transform("persistent_grid").sites(source)}["scale_add_advance"]
+    assert not r.applies
+    assert "assigns to its parameter x_ptr (line 13)" in r.reason and "tile after the first" in r.reason
+
+
+def test_a_program_id_used_as_a_tensor_stays_a_tensor(tmp_path):
+    # found on Liger-Kernel's softmax (`row_id = tl.program_id(0).to(tl.int64)`): the tile loop's variable
+    # replaced the call, and on the interpreter it is a Python int, which has no .to()
+    source = (FIX / "scale_add_int64_row.py").read_text()
+    out = get_transform("persistent_grid").apply(source, "scale_add_wide_row")
+    assert "tl.cast(tile, tl.int32).to(tl.int64)" in out
+    shapes = [{"N_ROWS": "5", "HIDDEN": "33"}, {"N_ROWS": "9", "HIDDEN": "7"}]
+    verify_all(tmp_path, FIX / "problem_scale_add.py", shapes, [source, out])

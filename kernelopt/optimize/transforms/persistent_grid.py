@@ -16,7 +16,8 @@ the interpreter runs the loop). PROGRAMS_PER_SM is a constexpr passed at the lau
 A `lambda META:` grid is called once at the launch with the values the launch passes for
 the META keys it reads, which gives the tile counts. One top-level bounds guard
 `if COND: return` becomes `if not (COND):` around the statements after it. It declines
-kernels with any other `return` (it would end the loop, not the tile), multi-line strings in the body (re-indenting would
+kernels with any other `return` (it would end the loop, not the tile), kernels that assign to a
+parameter (`x_ptr += pid * stride`: the next tile would start from the last one's pointer), multi-line strings in the body (re-indenting would
 change them), grids it cannot evaluate at the launch (computed elsewhere, or META from an
 autotuner's pick) and kernels that already loop over program ids.
 """
@@ -39,8 +40,10 @@ from kernelopt.optimize.transforms.triton_edit import (
     int_param,
     kernel_sites,
     launch_args,
+    parents,
     parse_for_apply,
     program_ids,
+    rebinds_param_reason,
     reindent_edits,
     text,
     tl_calls,
@@ -96,6 +99,9 @@ def _check(p: Parsed, k: JitKernel) -> tuple[int, list[tuple[ast.Call, list[str]
             return f"a multi-line string at line {node.lineno} (re-indenting would change it)"
         if isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not fn:
             return "defines a nested function"
+    rebound = rebinds_param_reason(k, "tiles")
+    if rebound is not None:
+        return rebound
     body = body_of(k.fn)
     if not body:
         return "has no body to loop over"
@@ -178,8 +184,14 @@ class PersistentGrid:
         if axes > 2:
             coord[2] = f"({tile} // ({sizes[0]} * {sizes[1]}))"
         edits = []
+        up = parents(fn)
         for call in tl_calls(fn, p.al, "program_id"):
-            edits.append((src.start(call), src.end(call), coord[axis_of(call)]))  # type: ignore[index]
+            new = coord[axis_of(call)]  # type: ignore[index]
+            if isinstance(up.get(id(call)), ast.Attribute):
+                # `tl.program_id(0).to(tl.int64)`: the interpreter's loop variable is a Python int, which has
+                # no tensor methods; the cast keeps program_id's int32 tensor (a no-op when compiled)
+                new = f"{tl}.cast({new}, {tl}.int32)"
+            edits.append((src.start(call), src.end(call), new))
         for call in tl_calls(fn, p.al, "num_programs"):
             edits.append((src.start(call), src.end(call), sizes[axis_of(call)]))  # type: ignore[index]
         body = body_of(k.fn)
