@@ -6,7 +6,7 @@ import pytest
 
 from kernelopt.optimize.transforms import get_transform
 from kernelopt.optimize.transforms.base import TransformError
-from tests.transform_checks import FIX, SUITE, fails, knob_names, knob_value, read, verify_all
+from tests.transform_checks import FIX, SUITE, fails, knob_names, knob_value, read, verify_all, without_restores
 
 T = get_transform("persistent_grid")
 
@@ -89,14 +89,32 @@ def test_declines_twice():
     assert not r.applies and "persistent already" in r.reason
 
 
-def test_declines_a_kernel_that_advances_its_pointer_arguments(tmp_path):
-    # found on Liger-Kernel's swiglu (`a_ptr += program_id * stride`): in the tile loop the next tile
-    # started from the last tile's pointer
-    source = (FIX / "scale_add_rows_advance.py").read_text()
-    verify_all(tmp_path, FIX / "problem_scale_add.py", [{"N_ROWS": "5", "HIDDEN": "33"}], [source])
-    r = {x.kernel: x for x in get_transform("persistent_grid").sites(source)}["scale_add_advance"]
-    assert not r.applies
-    assert "assigns to its parameter x_ptr (line 13)" in r.reason and "tile after the first" in r.reason
+@pytest.mark.parametrize("fixture, kernel, problem, shapes, advanced", [
+    # found on Liger-Kernel's swiglu (`a_ptr += program_id * stride`): in the tile loop the next tile started
+    # from the last tile's pointer
+    (FIX / "scale_add_rows_advance.py", "scale_add_advance", FIX / "problem_scale_add.py",
+     [{"N_ROWS": "5", "HIDDEN": "33"}, {"N_ROWS": "1", "HIDDEN": "7"}, {"N_ROWS": "9", "HIDDEN": "1"}],
+     ["x_ptr", "y_ptr", "out_ptr"]),
+    (FIX / "layernorm_liger_rstd.py", "_ln_centre_rstd", SUITE / "layernorm" / "problem.py",
+     [{"ROWS": "5", "DIM": "33"}, {"ROWS": "1", "DIM": "7"}, {"ROWS": "9", "DIM": "40"}],
+     ["Y_ptr", "X_ptr", "RSTD_ptr"]),
+])
+def test_restores_the_pointer_arguments_a_tile_advances(tmp_path, fixture, kernel, problem, shapes, advanced):
+    source = read(fixture)
+    out = T.apply(source, kernel)
+    for name in advanced:  # copied before the loop, restored as its first statements
+        assert f"    {name}_0 = {name}\n" in out and f"        {name} = {name}_0\n" in out
+    loop = out.index("for tile in tl.range(")
+    assert out.index(f"{advanced[0]}_0 = {advanced[0]}") < loop < out.index(f"{advanced[0]} = {advanced[0]}_0")
+    # without CUDA: 2 SMs x 2 programs -> 4 programs: 5 and 9 rows make programs loop
+    verify_all(tmp_path, problem, shapes, [source, out])
+    assert fails(tmp_path, problem, shapes[2], without_restores(out))  # program 1 runs tiles 1 and 5
+
+
+def test_declines_a_kernel_that_deletes_a_parameter():
+    source = read(FIX / "scale_add_rows_advance.py").replace("    cols = tl.arange", "    del w_ptr\n    cols = tl.arange")
+    r = {x.kernel: x for x in T.sites(source)}["scale_add_advance"]
+    assert not r.applies and "deletes its parameter w_ptr (line 16)" in r.reason
 
 
 def test_a_program_id_used_as_a_tensor_stays_a_tensor(tmp_path):

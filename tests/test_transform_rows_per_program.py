@@ -12,7 +12,7 @@ row counts that leave the last program a tail (1, 3, 5 rows for 4 rows per progr
 import pytest
 
 from kernelopt.optimize.transforms import TransformError, get_transform
-from transform_checks import FIX, SUITE, knob_names, knob_value, verify_all
+from transform_checks import FIX, SUITE, fails, knob_names, knob_value, verify_all, without_restores
 
 T = get_transform("rows_per_program")
 
@@ -98,11 +98,29 @@ def test_guard_returns_become_conditions_on_the_row(tmp_path):
     verify_all(tmp_path, SUITE / "log_softmax" / "problem.py", [{"ROWS": "5", "COLS": "33"}], [GUARDED, out])
 
 
-def test_declines_a_kernel_that_advances_its_pointer_arguments(tmp_path):
-    # found on Liger-Kernel's and unsloth's row kernels (`a_ptr += program_id * stride`): wrapped in a
-    # loop over rows, the second row started from the first row's pointer (wrong rows, out of bounds)
-    source = (FIX / "scale_add_rows_advance.py").read_text()
-    verify_all(tmp_path, FIX / "problem_scale_add.py", [{"N_ROWS": "5", "HIDDEN": "33"}], [source])
-    r = {x.kernel: x for x in get_transform("rows_per_program").sites(source)}["scale_add_advance"]
+@pytest.mark.parametrize("fixture, kernel, problem, shapes, advanced", [
+    # found on Liger-Kernel's and unsloth's row kernels (`a_ptr += program_id * stride`): wrapped in a loop over
+    # rows, the second row started from the first row's pointer (wrong rows, out of bounds)
+    (FIX / "scale_add_rows_advance.py", "scale_add_advance", FIX / "problem_scale_add.py",
+     [{"N_ROWS": "5", "HIDDEN": "33"}, {"N_ROWS": "1", "HIDDEN": "7"}, {"N_ROWS": "9", "HIDDEN": "1"}],
+     ["x_ptr", "y_ptr", "out_ptr"]),
+    (FIX / "layernorm_liger_rstd.py", "_ln_centre_rstd", SUITE / "layernorm" / "problem.py",
+     [{"ROWS": "5", "DIM": "33"}, {"ROWS": "1", "DIM": "7"}, {"ROWS": "9", "DIM": "40"}],
+     ["Y_ptr", "X_ptr", "RSTD_ptr"]),
+])
+def test_restores_the_pointer_arguments_a_row_advances(tmp_path, fixture, kernel, problem, shapes, advanced):
+    source = fixture.read_text()
+    out = T.apply(source, kernel)
+    for name in advanced:  # copied before the loop, restored as its first statements
+        assert f"    {name}_0 = {name}\n" in out and f"        {name} = {name}_0\n" in out
+    assert out.index(f"{advanced[0]}_0 = {advanced[0]}") < out.index("for rr in range(0, ROWS_PER_PROGRAM)")
+    verify_all(tmp_path, problem, shapes, [source, out])
+    assert fails(tmp_path, problem, shapes[0], without_restores(out))
+
+
+def test_declines_a_kernel_that_assigns_to_a_constexpr_parameter():
+    source = (FIX / "scale_add_rows_advance.py").read_text().replace(
+        "    cols = tl.arange(0, BLOCK)", "    BLOCK = BLOCK * 1\n    cols = tl.arange(0, BLOCK)")
+    r = {x.kernel: x for x in T.sites(source)}["scale_add_advance"]
     assert not r.applies
-    assert "assigns to its parameter x_ptr (line 13)" in r.reason and "\n" not in r.reason
+    assert "assigns to its constexpr parameter BLOCK (line 16)" in r.reason and "\n" not in r.reason

@@ -6,6 +6,7 @@ rewritten kernel runs in the harness's child process against the problem's refer
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kernelopt.harness.verify import verify_many
@@ -55,6 +56,13 @@ def fails(tmp: Path, problem: Path, shape: dict[str, str], source: str) -> bool:
     path.write_text(source)
     (v,) = verify_many(load_problem(problem, shape), [load_candidate(path)], trials=1)
     return not v.passed
+
+
+def without_restores(source: str) -> str:
+    """A rewrite with its loop's `x_ptr = x_ptr_0` lines removed (rows_per_program, persistent_grid restore
+    the parameters a body assigns to at each pass): a check that a test sees the restores matter."""
+    return "".join(line for line in source.splitlines(keepends=True)
+                   if not re.fullmatch(r"\s*(\w+) = \1_0\n", line))
 
 
 def cuda_source_of(source: str) -> str:

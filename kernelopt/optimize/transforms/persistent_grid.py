@@ -13,12 +13,16 @@ tile is still computed exactly once, by the same code. The SM count is read at t
 from `torch.cuda.get_device_properties` when CUDA is available, else a small constant (so
 the interpreter runs the loop). PROGRAMS_PER_SM is a constexpr passed at the launch: a knob.
 
+A parameter the body assigns to (`x_ptr += pid * stride`) is copied before the loop
+(`x_ptr_0 = x_ptr`) and restored as the loop's first statement, so every tile starts from the
+argument, not from the last tile's pointer.
+
 A `lambda META:` grid is called once at the launch with the values the launch passes for
 the META keys it reads, which gives the tile counts. One top-level bounds guard
 `if COND: return` becomes `if not (COND):` around the statements after it. It declines
 kernels with any other `return` (it would end the loop, not the tile), kernels that assign to a
-parameter (`x_ptr += pid * stride`: the next tile would start from the last one's pointer), multi-line strings in the body (re-indenting would
-change them), grids it cannot evaluate at the launch (computed elsewhere, or META from an
+constexpr parameter or delete a parameter (the loop cannot restore those at each tile), multi-line
+strings in the body (re-indenting would change them), grids it cannot evaluate at the launch (computed elsewhere, or META from an
 autotuner's pick) and kernels that already loop over program ids.
 """
 
@@ -40,6 +44,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     int_param,
     kernel_sites,
     launch_args,
+    param_copies,
     parents,
     parse_for_apply,
     program_ids,
@@ -199,8 +204,9 @@ class PersistentGrid:
         unit = indent[len(indent_of(src, fn)):] or "    "
         first_line, last_line = body[0].lineno, max(s.end_lineno or s.lineno for s in body)
         # the loop header goes before the first body line's own indentation (edits at one offset keep their order)
-        loop = (f"{indent}# persistent: each program walks the tiles, PROGRAMS_PER_SM programs per SM\n"
-                f"{indent}for {tile} in {tl}.range({tl}.program_id(0), {total}, {tl}.num_programs(0)):\n")
+        copies, restore = param_copies(k, taken, indent, indent + unit)
+        loop = (f"{copies}{indent}# persistent: each program walks the tiles, PROGRAMS_PER_SM programs per SM\n"
+                f"{indent}for {tile} in {tl}.range({tl}.program_id(0), {total}, {tl}.num_programs(0)):\n{restore}")
         edits.append((src.line_starts[first_line - 1], src.line_starts[first_line - 1], loop))
         guard = _guard(k)
         skip: list[tuple[int, int]] = []

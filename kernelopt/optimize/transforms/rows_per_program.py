@@ -15,12 +15,16 @@ the end (the last program's tail) do nothing. Every launch divides the grid's fi
 dimension by ROWS_PER_PROGRAM (cdiv, read from META so the two always agree) and passes the
 row count it had; ROWS_PER_PROGRAM is a literal launch argument: a knob.
 
+A parameter the body assigns to (`x_ptr += row * stride`, the usual start of a library row kernel)
+is copied before the loop (`x_ptr_0 = x_ptr`) and restored as the loop's first statement
+(`x_ptr = x_ptr_0`), so every row starts from the argument, not from where the last row left it.
+
 A top-level guard `if cond: return` (a row past the end) would end the whole program inside
 the loop; it becomes `if not (cond):` around the rest of the body, so it ends that row only.
 
 It declines kernels whose axis-0 program index is a flat tile index (`pid * BLOCK`: an
-elementwise kernel; a larger BLOCK is that kernel's knob), kernels that assign to a parameter
-(`x_ptr += row * stride`: the second row would start from where the first left it), kernels that read
+elementwise kernel; a larger BLOCK is that kernel's knob), kernels that assign to a constexpr
+parameter or delete a parameter (a loop cannot restore those at each row), kernels that read
 `tl.num_programs(0)` (a persistent or grid-stride loop), that `return` anywhere else (it
 would skip the program's later rows), that take parameters with defaults, and launches whose grid is
 not a tuple written in the source or whose row count depends on the launch's META.
@@ -45,6 +49,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     int_param,
     kernel_sites,
     line_span,
+    param_copies,
     parse_for_apply,
     program_ids,
     rebinds_param_reason,
@@ -158,8 +163,9 @@ class RowsPerProgram:
         inner = indent_of(src, body[0])
         unit = inner[len(indent_of(src, fn)):] or "    "
         at = src.line_starts[body[0].lineno - 1]
-        edits.append((at, at, f"{inner}for {r} in range(0, {PARAM}):  # {PARAM} consecutive rows per program\n"
-                              f"{inner}{unit}{pid} = {tl}.program_id(0) * {PARAM} + {r}\n"
+        copies, restore = param_copies(k, taken, inner, inner + unit)
+        edits.append((at, at, f"{copies}{inner}for {r} in range(0, {PARAM}):  # {PARAM} consecutive rows per program\n"
+                              f"{restore}{inner}{unit}{pid} = {tl}.program_id(0) * {PARAM} + {r}\n"
                               f"{inner}{unit}if {pid} < {n_rows}:\n"))
         guards = _guards(fn)
         guard_spans = [line_span(src, g) for g in guards]

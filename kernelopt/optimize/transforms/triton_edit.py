@@ -204,24 +204,45 @@ def names_stored(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
-def rebound_param(k: JitKernel) -> tuple[str, int] | None:
-    """The first kernel parameter the body assigns to (`ptr += row * stride`, `n = tl.cast(n, ...)`),
-    with its line; None if none. A body that a rewrite runs more than once per program (a loop
-    over rows or tiles) would start every pass after the first from the value the last pass
-    left, not from the argument."""
+def rebound_params(k: JitKernel) -> list[tuple[str, int]]:
+    """The kernel parameters the body assigns to (`ptr += row * stride`, `n = tl.cast(n, ...)`), each
+    with the line of its first assignment, in that order. A body that a rewrite runs more than once
+    per program (a loop over rows or tiles) would start every pass after the first from the value
+    the last pass left, not from the argument: `param_copies` restores them."""
     params = set(k.params)
-    hits = [n for n in ast.walk(k.fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in params]
-    first = min(hits, key=lambda n: (n.lineno, n.col_offset), default=None)
-    return None if first is None else (first.id, first.lineno)
+    first: dict[str, tuple[int, int]] = {}
+    for n in ast.walk(k.fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)) and n.id in params:
+            first[n.id] = min(first.get(n.id, (n.lineno, n.col_offset)), (n.lineno, n.col_offset))
+    return [(name, at[0]) for name, at in sorted(first.items(), key=lambda kv: kv[1])]
 
 
 def rebinds_param_reason(k: JitKernel, loop: str) -> str | None:
-    """One line for a transform that declines a kernel rebinding a parameter (`rebound_param`)."""
-    hit = rebound_param(k)
-    if hit is None:
-        return None
-    return (f"assigns to its parameter {hit[0]} (line {hit[1]}): inside a loop over {loop} every "
-            f"{loop[:-1]} after the first would start from the last one's {hit[0]}, not the argument")
+    """One line for a transform that cannot restore a parameter the body assigns to (`rebound_params`)
+    at the top of its loop over `loop`: a constexpr (its copy would not stay a compile-time value)
+    or one the body deletes; None when every rebound parameter can be restored (or there is none)."""
+    for name, line in rebound_params(k):
+        if name in k.constexprs:
+            return (f"assigns to its constexpr parameter {name} (line {line}): a loop over {loop} cannot restore "
+                    f"a compile-time value at each {loop[:-1]}")
+        if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Del) for n in ast.walk(k.fn)):
+            return f"deletes its parameter {name} (line {line}): a loop over {loop} could not restore it"
+    return None
+
+
+def param_copies(k: JitKernel, taken: set[str], indent: str, inner: str) -> tuple[str, str]:
+    """For a body about to run once per row / tile in a loop: (lines before the loop copying each
+    parameter the body assigns to, `x_ptr_0 = x_ptr`; the loop body's first lines restoring it,
+    `x_ptr = x_ptr_0`), indented by `indent` and `inner`, so every pass starts from the arguments.
+    The copies take names `taken` does not hold (added to it). Empty strings when nothing is rebound."""
+    before, restore = "", ""
+    for name, _ in rebound_params(k):
+        copy = fresh(taken, f"{name}_0")
+        before += f"{indent}{copy} = {name}\n"
+        restore += f"{inner}{name} = {copy}\n"
+    if before:
+        before = f"{indent}# the body assigns to these arguments: each pass of the loop restores them\n{before}"
+    return before, restore
 
 
 def used_names(node: ast.AST) -> set[str]:
