@@ -148,7 +148,8 @@ def test_engine_and_verifier_are_not_dumpable():
 
 @pytest.mark.parametrize("name, reason", [("timing_stack.py", "timing_mismatch"), ("timing_count.py", "timing_mismatch"),
                                           ("timing_repeat.py", "timing_mismatch"), ("timing_cache.py", "timing_mismatch"),
-                                          ("queued_replies.py", "tampered"), ("arena_helper.py", "timing_mismatch")])
+                                          ("queued_replies.py", "tampered"), ("arena_helper.py", "timing_mismatch"),
+                                          ("slot_filler.py", "timing_mismatch")])
 def test_a_kernel_that_skips_work_when_timed_fails(name, reason):
     """Correct when verified; garbage, a cached copy or replies written in advance when timed, or
     garbage whose slot in the arena a helper process fills with the right outputs after the copy."""
@@ -156,6 +157,20 @@ def test_a_kernel_that_skips_work_when_timed_fails(name, reason):
     assert evs[0].failure is not None and evs[0].failure.reason == reason, evs[0].failure
     assert evs[0].failure.stage == "time" and evs[0].timing is None and not evs[0].speedups
     assert evs[1].failure is None and evs[1].timing is not None
+
+
+def test_a_helper_that_fills_the_output_slot_after_the_copy_fails_verification(tmp_path):
+    """A kernel that returns garbage on every call while a process it forked writes the right
+    outputs into the arena's slot after the runner's copy: the trial's digest of what the call
+    returned does not match the slot, so it fails verification however the race goes."""
+    src = (ATT / "slot_filler.py").read_text()
+    assert "\nALWAYS = False\n" in src
+    always = tmp_path / "slot_filler_always.py"
+    always.write_text(src.replace("\nALWAYS = False\n", "\nALWAYS = True\n"))
+    evs = evaluate(load_problem(PROBLEM), [load_candidate(always), load_candidate(ATT / "ok.py")], time=False, timeout_s=60)
+    assert evs[0].failure is not None and evs[0].failure.reason == "incorrect", evs[0].failure
+    assert evs[0].failure.stage == "verify" and "not what the call returned" in evs[0].failure.message
+    assert evs[1].failure is None and evs[1].passed
 
 
 # --- 5. a fake clock with the guard switched off ---------------------------------------------

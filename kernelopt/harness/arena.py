@@ -58,13 +58,53 @@ def layout(values: list[Any], start: int = 0) -> tuple[list[Value], int]:
     return out, offset
 
 
-def output_digest(t: Any) -> str:
-    """sha256 of a CPU tensor's bytes: what the runner copied into an output slot, and what the
-    verifier finds there (an interpreter timed call; `OutputInfo.digest`)."""
+def output_digest(t: Any, key: int = 0) -> str:
+    """A digest of a tensor's bytes: what the runner copied into an output slot, taken from the
+    candidate's returned tensor, and what the verifier finds in the slot afterwards. A helper that
+    fills the slot with other bytes after the copy (a thread or process the candidate started, or
+    a kernel it left running) makes the two differ.
+
+    On the CPU, sha256. On a GPU, where hashing gigabytes on the host would cost seconds, a keyed
+    fingerprint computed on the device (`_device_fingerprint`): to match it with other bytes, a
+    candidate must know the bytes it claims, i.e. have computed them."""
+    if t.device.type != "cpu":
+        return _device_fingerprint(t, key)
     import hashlib
 
     raw = t.detach().contiguous().reshape(-1)
     return hashlib.sha256(raw.view(torch_dtype_of("uint8")).numpy().tobytes()).hexdigest()
+
+
+# The fingerprint's weight table (int32 words); rows of the output's words are weighted by it,
+# and the row sums by their odd row number, in wrapping integer arithmetic (deterministic: integer
+# sums do not depend on the order of the reduction).
+_FINGERPRINT_WORDS = 1 << 20
+_FINGERPRINT_ROWS_PER_STEP = 64  # 256 MiB of int32 temporaries at a time, whatever the output's size
+
+
+def _device_fingerprint(t: Any, key: int) -> str:
+    import torch
+
+    raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    n = raw.numel()
+    gen = torch.Generator(device=raw.device)
+    gen.manual_seed(key & 0x7FFF_FFFF_FFFF_FFFF)
+    table = torch.randint(-(1 << 31), (1 << 31) - 1, (_FINGERPRINT_WORDS,), dtype=torch.int32,
+                          device=raw.device, generator=gen)
+    words = raw[: n // 4 * 4].view(torch.int32)
+    rows = words.numel() // _FINGERPRINT_WORDS
+    total = torch.zeros((), dtype=torch.int64, device=raw.device)
+    grid = words[: rows * _FINGERPRINT_WORDS].view(rows, _FINGERPRINT_WORDS)
+    for r0 in range(0, rows, _FINGERPRINT_ROWS_PER_STEP):
+        block = grid[r0 : r0 + _FINGERPRINT_ROWS_PER_STEP]
+        row_sums = (block * table).sum(dim=1, dtype=torch.int64)
+        odd = torch.arange(r0, r0 + block.shape[0], device=raw.device, dtype=torch.int64) * 2 + 1
+        total += (row_sums * odd).sum()
+    tail = words[rows * _FINGERPRINT_WORDS:]
+    total += (tail * table[: tail.numel()]).sum(dtype=torch.int64) * (2 * rows + 1)
+    loose = raw[n // 4 * 4:].to(torch.int64)  # the last 0-3 bytes
+    total += (loose * table[: loose.numel()].to(torch.int64)).sum() * (2 * rows + 3)
+    return f"{n}:{int(total.item()) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
 
 
 class Arena:

@@ -165,6 +165,7 @@ class RunnerInit(RunnerRequestBase):
     arena: ArenaSpec
     inputs: list[Value]
     outputs: list[Value]  # the reference outputs' layout: where the runner copies the candidate's
+    digest_key: int = 0  # keys `arena.output_digest` on a GPU (drawn by the verifier per runner)
 
 
 class LoadRequest(RunnerRequestBase):
@@ -209,9 +210,11 @@ class OutputInfo(Model):
     dtype: str | None = None
     copied: bool = False  # written into the arena slot (same shape and dtype as the reference)
     scalar: Any = None
-    # An interpreter timed call's (`CallRequest`): `arena.output_digest` of the value the runner
-    # copied, taken from the candidate's returned tensor. The verifier finds the same digest in the
-    # slot it judges, or another holder of the arena wrote it after the copy (docs/harness.md).
+    # Of every copied output (a trial's, the judged timed call's, an interpreter call's):
+    # `arena.output_digest` of the value the runner copied, taken from the candidate's returned
+    # tensor right after the copy. The verifier finds the same digest in the slot it judges, or
+    # something wrote the slot after the copy -- a helper thread, process or kernel the candidate
+    # started (docs/harness.md).
     digest: str | None = None
 
 

@@ -46,7 +46,11 @@ _GUARDED = (
     ("kernelopt.harness.timing", "_sleep_cycles_per_us"), ("kernelopt.harness.timing", "l2_flush_bytes"),
     ("kernelopt.harness.poison", "fill_poison"), ("kernelopt.harness.binding", "as_outputs"),
     ("kernelopt.harness.binding.Prepared", "bound_call"), ("kernelopt.harness.arena.Arena", "view"),
-    ("kernelopt.harness.arena", "output_digest"),
+    ("kernelopt.harness.arena", "output_digest"), ("kernelopt.harness.arena", "_device_fingerprint"),
+    # What the digest of a copied output computes with (arena.output_digest).
+    ("torch", "randint"), ("torch", "Generator"), ("torch", "zeros"), ("torch", "arange"),
+    ("torch.Tensor", "sum"), ("torch.Tensor", "item"), ("torch.Tensor", "__mul__"), ("torch.Tensor", "__iadd__"),
+    ("torch.Tensor", "to"), ("torch.Tensor", "contiguous"), ("hashlib", "sha256"),
     ("kernelopt.harness.arena.Arena", "values"), ("kernelopt.harness.protocol.Channel", "send"),
     ("kernelopt.harness.protocol.Channel", "recv_json"),
     # The runner's own handlers and this guard: replacing them switches the checks off.
@@ -211,8 +215,13 @@ class Runner:
             return info
         if list(out.shape) != spec.slot.shape or info.dtype != spec.slot.dtype:
             return info
+        from kernelopt.harness.arena import output_digest
+
         self.arena.view(spec.slot).copy_(out)
         info.copied = True
+        # Of what the call returned (this process's memory), not of the slot: bytes put into the
+        # slot after this copy, by anything the candidate started, are told from the call's.
+        info.digest = output_digest(out, self.init.digest_key)
         return info
 
     def time(self, req: TimeRequest) -> RunnerReply:
@@ -260,14 +269,6 @@ class Runner:
             return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
                                traceback=_candidate_traceback(exc))
         infos = self._collect_outputs(outputs)
-        from kernelopt.harness.arena import output_digest
-
-        # Of what the call returned (this process's memory), not of the slot: a helper that holds
-        # the arena (a process the candidate forked) and puts other outputs there after this copy
-        # is told from the call by the verifier.
-        for info, out in zip(infos, outputs):
-            if info.copied:
-                info.digest = output_digest(out)
         self._poison_returned(outputs)
         return RunnerReply(ok=True, outputs=infos)
 

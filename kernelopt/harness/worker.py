@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import sys
 import threading
 import time
@@ -247,8 +248,9 @@ class Verifier:
                 os.close(from_runner_w)
             self.chan = Channel(from_runner_r, to_runner_w)
         self.runner_hosted = False  # no candidate loaded in this runner yet
+        self.digest_key = secrets.randbits(62)
         init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
-                          inputs=self.in_specs, outputs=self.out_specs)
+                          inputs=self.in_specs, outputs=self.out_specs, digest_key=self.digest_key)
         self.guard_ids = None
         # Only for legacy CUDA IPC (a driver without fd sharing): opening the handle in the runner
         # may need the exporting process (this one) open to it like a debugger's target, so this
@@ -484,6 +486,9 @@ class Verifier:
         last = self.ask(TrialRequest(seed=seed), deadline)
         if not last.ok:
             return last, Trial(seed=seed, passed=False, reason=last.reason or "runtime", message=last.message), previous
+        rewritten = self._rewritten(seed, last.outputs, "the trial")
+        if rewritten is not None:
+            return last, rewritten, previous
         verdict, previous = judge_trial(
             seed, last.outputs, self._arena_outputs(last.outputs), self.refs[seed], self.arena.values(self.in_specs),
             inputs, self.atol, self.rtol, changed_after_sync=last.changed_after_sync, previous=previous,
@@ -568,7 +573,8 @@ class Verifier:
                     last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms), deadline)
                     wall_s = time.perf_counter() - t0
                 stats = last.timing
-                verdict = self._judge_timed(cases[0], last.outputs, last.judged_call) if last.ok and stats else None
+                verdict = (self._rewritten(cases[0], last.outputs, f"timed call {last.judged_call}")
+                           or self._judge_timed(cases[0], last.outputs, last.judged_call)) if last.ok and stats else None
             else:
                 last, stats, verdict = self._time_interpreter(cases, deadline, req.race_against_ms)
                 wall_s = 0.0
@@ -637,24 +643,26 @@ class Verifier:
                 return last, None, None
             if i:
                 samples.append(ms)
-            verdict = self._rewritten(seed, last.outputs, i + 1) or self._judge_timed(seed, last.outputs, i + 1)
+            verdict = self._rewritten(seed, last.outputs, f"timed call {i + 1}") or self._judge_timed(seed, last.outputs, i + 1)
             if not verdict.passed or clearly_slower(samples, race_against_ms):
                 break
         assert last is not None
         stats = summarize(samples or [0.0], warmup_count=1, method=INTERPRETER_METHOD)
         return last, mark_raced(stats, samples, race_against_ms), verdict
 
-    def _rewritten(self, seed: int, infos: list[Any], call: int) -> Trial | None:
+    def _rewritten(self, seed: int, infos: list[Any], call: str) -> Trial | None:
         """A failed verdict if an output slot no longer holds what the runner copied there from the
-        call's result (its digest): another holder of the arena -- a process the candidate forked --
-        wrote it after the copy, outside the timed window."""
+        call's result (its digest): something else -- a thread, process or kernel the candidate
+        started -- wrote the slot after the copy, so what the slot holds is not what the call made."""
         from kernelopt.harness.arena import output_digest
 
         for i, (spec, info) in enumerate(zip(self.out_specs, infos)):
-            if spec.slot is not None and info.copied and info.digest != output_digest(self.arena.view(spec.slot)):
+            if spec.slot is None or not info.copied:
+                continue
+            if info.digest is None or info.digest != output_digest(self.arena.view(spec.slot), self.digest_key):
                 return Trial(seed=seed, passed=False, reason="incorrect",
-                             message=f"timed call {call}: output {i} in the arena is not what the call returned "
-                                     "(written after the runner's copy by another holder of the arena)")
+                             message=f"{call}: output {i} in the arena is not what the call returned "
+                                     "(written after the runner's copy, by something the candidate started)")
         return None
 
     def _suspect(self, stats: TimingStats | None, wall_s: float) -> list[str]:

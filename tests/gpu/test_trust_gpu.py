@@ -72,11 +72,36 @@ def test_forged_reply_fails_only_its_candidate(tmp_path, monkeypatch):
     assert [e.failure.reason if e.failure else None for e in evs[1:]] == [None, "incorrect", None]
 
 
-@pytest.mark.parametrize("name", ["timing_stack.py", "timing_count.py", "timing_repeat.py"])
+@pytest.mark.parametrize("name", ["timing_stack.py", "timing_count.py", "timing_repeat.py", "slot_filler.py"])
 def test_skipping_work_when_timed_is_timing_mismatch(name):
     evs = evaluate(load_problem(ATT / "problem.py", {"N": "1048576"}), _cands(name, "ok.py"), timeout_s=120)
     assert evs[0].failure is not None and evs[0].failure.reason == "timing_mismatch", evs[0].failure
     assert evs[1].failure is None and evs[1].timing is not None
+
+
+def test_a_thread_that_fills_the_output_slot_fails_verification(tmp_path):
+    """Garbage on every call while a thread of the candidate keeps the right outputs in the GPU
+    arena's slot: the runner's keyed device digest of what the call returned differs from the slot."""
+    src = (ATT / "slot_filler.py").read_text()
+    always = tmp_path / "slot_filler_always.py"
+    always.write_text(src.replace("\nALWAYS = False\n", "\nALWAYS = True\n"))
+    evs = evaluate(load_problem(ATT / "problem.py", {"N": "1048576"}),
+                   [load_candidate(always), load_candidate(ATT / "ok.py")], time=False, timeout_s=120)
+    assert evs[0].failure is not None and evs[0].failure.reason == "incorrect", evs[0].failure
+    assert "not what the call returned" in evs[0].failure.message, evs[0].failure
+    assert evs[1].failure is None and evs[1].passed
+
+
+def test_device_digest_tells_one_changed_word_and_matches_the_same_bytes():
+    """The keyed device fingerprint over more than one table row and a ragged byte tail."""
+    from kernelopt.harness.arena import output_digest
+
+    t = torch.randn(3 * (1 << 20) + 5, device="cuda", dtype=torch.float16)
+    a = output_digest(t, 7)
+    assert a == output_digest(t.clone(), 7)
+    u = t.clone()
+    u[2 * (1 << 20) + 1] += 1
+    assert output_digest(u, 7) != a and output_digest(t, 8) != a
 
 
 def test_fake_clock_fakes_no_gpu_time():
