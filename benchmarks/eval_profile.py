@@ -1,7 +1,7 @@
 """Where one evaluation's wall time goes, on the verifier's side (issue #23).
 
     python3 benchmarks/eval_profile.py [--problem P --kernel K] [--candidates 3] [--zygote on|off|both]
-                                       [--isolate worker|candidate] [-o OUT.txt]
+                                       [--isolate worker|candidate|sandbox] [-o OUT.txt]
 
 Runs the verifier in this process (its runner is still a separate process, as in the engine),
 evaluates the same kernel N times, stamps every progress line it reports (runner start, each trial,
@@ -36,8 +36,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--candidates", type=int, default=3)
     parser.add_argument("--device", default=None)
     parser.add_argument("--small", action="store_true", help="the problem at its SMALL shape")
-    parser.add_argument("--isolate", choices=("worker", "candidate"), default="worker",
-                        help="candidate: a fresh runner per candidate on the CPU too (on a GPU every timed one gets one)")
+    parser.add_argument("--isolate", choices=("worker", "candidate", "sandbox"), default="worker",
+                        help="candidate: a fresh runner per candidate on the CPU too (on a GPU every timed one gets "
+                             "one); sandbox: each runner in namespaces of its own (no zygote), its cost per candidate")
     parser.add_argument("--zygote", choices=("on", "off", "both", "auto"), default="auto",
                         help="runners forked from a zygote, started cold, both in turn, or the engine's default")
     parser.add_argument("-o", "--out", default=None)
