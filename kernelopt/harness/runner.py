@@ -389,8 +389,13 @@ def main(read_fd: int, write_fd: int) -> int:
             finally:
                 if profiler is not None:
                     profiler.disable()
-                    # After every request: the verifier may kill this runner without a word.
-                    profiler.dump_stats(os.path.join(os.environ[PROFILE_VAR], f"runner-{os.getpid()}.prof"))
+                    # After every request: the verifier may kill this runner without a word. A
+                    # diagnostic: where it cannot be written (a sandbox's read-only file system),
+                    # it is lost, and the request's reply stands.
+                    try:
+                        profiler.dump_stats(os.path.join(os.environ[PROFILE_VAR], f"runner-{os.getpid()}.prof"))
+                    except OSError:
+                        pass
         except Exception as exc:  # noqa: BLE001 - a failure outside the candidate call is still the candidate's doing
             reply = RunnerReply(ok=False, reason="runtime", message=f"{type(exc).__name__}: {exc}",
                                 traceback=_candidate_traceback(exc))
