@@ -143,9 +143,11 @@ class Arena:
             recipe = reduce_tensor(buf)
             handle = base64.b64encode(pickle.dumps(recipe)).decode()
             return cls(buf, ArenaSpec(kind="cuda_ipc", nbytes=nbytes, handle=handle, device=device))
-        from kernelopt.harness.sandbox import attach_dir
+        from kernelopt.harness.sandbox import ARENA_PREFIX, attach_dir, owned_prefix
 
-        folder = tempfile.mkdtemp(prefix="kernelopt-arena-", dir=_shm_dir(nbytes))
+        # Its name carries this process as its owner: a SIGKILL of the whole tree leaves it to the
+        # next engine's sweep (sandbox.sweep_stale_dirs).
+        folder = tempfile.mkdtemp(prefix=owned_prefix(ARENA_PREFIX), dir=_shm_dir(nbytes))
         # Removed with the verifier's sandbox dir: an interrupt or a SIGKILL leaves no arena behind.
         attach_dir(folder)
         path = os.path.join(folder, "arena")

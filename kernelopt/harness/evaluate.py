@@ -366,7 +366,7 @@ class Engine:
         self.close()
 
     def start(self) -> None:
-        from kernelopt.harness.sandbox import harden_process, install_reaper
+        from kernelopt.harness.sandbox import harden_process, install_reaper, sweep_once
 
         # The engine holds the user's environment (API keys) and the verifiers' channels: no
         # candidate running as the same user may open its /proc/<pid>/{environ,fd,mem}.
@@ -374,6 +374,9 @@ class Engine:
         # On the caller's thread: signal handlers can only be installed from the main
         # thread, and workers are spawned from boot threads.
         install_reaper()
+        # What an earlier run killed with everything it started (SIGKILL, the OOM killer) left:
+        # its sandbox dirs and arenas, whose owners are provably dead. Once per process.
+        sweep_once()
         if not self.workers:
             self.workers = self.executor.start(self.configs)
 

@@ -207,10 +207,12 @@ class RayWorker:
         Ray kills an actor with SIGKILL, so none of its exit hooks runs, and the arena is
         only in the actor's own at-exit list (the actor is not a process kernelopt spawned).
         """
+        from kernelopt.harness.sandbox import ARENA_PREFIX
+
         if self.where and self.where.get("node_id") == self.executor.node_id:
             _kill_spawned_by(str(self.where.get("prefix") or ""))
             arena_dir = self.where.get("arena_dir")
-            if arena_dir and os.path.basename(arena_dir).startswith("kernelopt-arena-"):
+            if arena_dir and os.path.basename(arena_dir).startswith(ARENA_PREFIX):
                 shutil.rmtree(arena_dir, ignore_errors=True)
         self.where = {}
 

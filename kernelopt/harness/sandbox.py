@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -172,6 +174,10 @@ def _stat_of(pid: int) -> _Proc | None:
             raw = fh.read()
     except OSError:
         return None
+    return _parse_stat(raw)
+
+
+def _parse_stat(raw: bytes) -> _Proc | None:
     # The command name may hold spaces and parentheses: split after the last ')'.
     fields = raw[raw.rfind(b")") + 2 :].split()
     if len(fields) < 20:
@@ -468,19 +474,158 @@ def _tracked_pids() -> set[int]:
 
 def make_tmpdir(name: str = "candidate") -> Path:
     """A fresh `kernelopt-child-<name>-*` dir that the reaper removes on exit; hand it
-    to `spawn(tmpdir=...)` when files must exist before the child starts."""
+    to `spawn(tmpdir=...)` when files must exist before the child starts. One made in the
+    temp dir itself (not inside this process's own sandbox dir) carries its owner record in
+    its name (`owned_prefix`), so `sweep_stale_dirs` can remove it once this process is dead."""
     outer = os.environ.get(DIR_VAR)
-    path = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=outer if outer and os.path.isdir(outer) else None)
+    if outer and os.path.isdir(outer):
+        path = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{name}-", dir=outer)  # goes with `outer`
+    else:
+        path = tempfile.mkdtemp(prefix=owned_prefix(f"{TMP_PREFIX}{name}-"))
     with _lock:
         _tmpdirs[path] = os.getpid()
     return Path(path)
+
+
+# ---------------------------------------------------------------------------------------
+# the sweep: what a SIGKILL of the whole tree (engine included: kill -9, the OOM killer, a job
+# killer) left behind, where no handler, watcher or reaper was left to remove it
+
+ARENA_PREFIX = "kernelopt-arena-"
+# The names the sweep looks at, in the temp dir and in /dev/shm; nothing else is ever removed.
+SWEPT_PREFIXES = (TMP_PREFIX, ARENA_PREFIX)
+SHM_DIR = "/dev/shm"
+# The owner record in a dir's name, just before mkdtemp's random part (letters, digits, '_'):
+# `<prefix><pid>.<start>.<pidns>-<random>`. In the name, not in a file inside: written in the same
+# mkdir that makes the dir (no dir without its record, even after a SIGKILL), and out of reach of a
+# sandboxed candidate, which can write into its own dir and its arena's but rename neither.
+_RECORD = re.compile(r"-(\d+)\.(\d+)\.(\d+)-[a-z0-9_]+\Z")
+_self_record: tuple[int, str | None] | None = None  # (pid, record): per process, renewed after a fork
+
+
+def owner_record() -> str | None:
+    """`<pid>.<start>.<pidns>` of this process: its pid, its start time (field 22 of
+    /proc/<pid>/stat, clock ticks after boot: a later process that reuses the pid has another) and
+    its pid namespace's inode (a pid means nothing in another namespace sharing the temp dir). None
+    where /proc cannot vouch for them (not Linux, or a /proc of another pid namespace)."""
+    global _self_record
+    pid = os.getpid()
+    if _self_record is None or _self_record[0] != pid:
+        record = None
+        if sys.platform.startswith("linux"):
+            try:
+                with open("/proc/self/stat", "rb") as fh:
+                    raw = fh.read()
+                ns = os.stat("/proc/self/ns/pid").st_ino
+                me = _parse_stat(raw) if int(raw.split(b" ", 1)[0]) == pid else None
+            except (OSError, ValueError):
+                me = None
+            if me is not None:
+                record = f"{pid}.{me.start}.{ns}"
+        _self_record = (pid, record)
+    return _self_record[1]
+
+
+def owned_prefix(prefix: str) -> str:
+    """`prefix` with this process's owner record (`owner_record`) appended, for `mkdtemp(prefix=...)`
+    of a dir this process owns at the top of the temp dir or /dev/shm (a sandbox dir, an arena)."""
+    record = owner_record()
+    return f"{prefix}{record}-" if record else prefix
+
+
+def _owner_alive(pid: int, start: int) -> bool | None:
+    """Whether the process `pid` that started at `start` lives: False only when provably not
+    (no such pid, or another process under it); None when it cannot be told (/proc hides it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, as another user's: a reuse of the pid, which its start time shows below
+    proc = _stat_of(pid)
+    if proc is not None:
+        return proc.start == start  # a zombie not yet reaped still counts: it is gone soon enough
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False  # exited between the two looks
+    except PermissionError:
+        pass
+    return None  # alive, but /proc does not show it (hidepid): not provably dead
+
+
+def stale_dirs(folders: list[str] | None = None) -> list[str]:
+    """The kernelopt dirs in `folders` (default: the temp dir and /dev/shm) whose owner is provably
+    dead: named with a `SWEPT_PREFIXES` prefix and an owner record (`owned_prefix`) of this pid
+    namespace, a directory itself (lstat: a symlink is never followed), this user's, and its owner
+    pid gone or reused (another start time). A dir without a record (made before records existed)
+    is never stale: nothing proves its owner dead."""
+    here = owner_record()
+    if here is None:
+        return []
+    ns = here.rsplit(".", 1)[1]
+    uid = os.getuid()
+    found: list[str] = []
+    for folder in dict.fromkeys(folders if folders is not None else [tempfile.gettempdir(), SHM_DIR]):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith(SWEPT_PREFIXES):
+                continue
+            record = _RECORD.search(name)
+            if record is None or record.group(3) != ns:
+                continue
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+                continue
+            if _owner_alive(int(record.group(1)), int(record.group(2))) is False:
+                found.append(path)
+    return found
+
+
+def sweep_stale_dirs(folders: list[str] | None = None) -> list[str]:
+    """Remove the `stale_dirs` (a sandbox dir with the arenas attached to it, `remove_tmpdir`; an
+    arena dir with what is in it) and return them. One listdir of each folder, a stat per
+    kernelopt dir: what an engine does once when it starts (`sweep_once`)."""
+    removed = []
+    for path in stale_dirs(folders):
+        if os.path.basename(path).startswith(TMP_PREFIX):
+            remove_tmpdir(path)
+        else:
+            # An arena's dir holds no list of others: the sweep reads nothing a candidate wrote into it.
+            shutil.rmtree(path, ignore_errors=True)  # refuses a symlink put there since the lstat
+        if not os.path.lexists(path):
+            removed.append(path)
+    return removed
+
+
+_swept_pid: int | None = None
+
+
+def sweep_once() -> None:
+    """`sweep_stale_dirs` the first time this process calls it (Engine.start does)."""
+    global _swept_pid
+    with _lock:
+        if _swept_pid == os.getpid():
+            return
+        _swept_pid = os.getpid()
+    try:
+        sweep_stale_dirs()
+    except Exception:  # noqa: BLE001 - a failed sweep must never stop an engine from starting
+        pass
 
 
 # A file in a sandbox dir listing other directories that go with it (an arena in /dev/shm):
 # whoever removes the sandbox dir -- its owner's cleanup, its own watch, the reaper -- removes them.
 ALSO_REMOVE = ".kernelopt-also-remove"
 # The only directories ALSO_REMOVE may name: nothing else is ever removed through it.
-_ALSO_PREFIXES = ("kernelopt-arena-",)
+_ALSO_PREFIXES = (ARENA_PREFIX,)
 # In an attached dir: the sandbox dir it goes with. A candidate can write an ALSO_REMOVE list into
 # its own (writable) dir; only dirs that name that dir here go with it, and a sandboxed candidate
 # cannot write this file into another run's arena (read-only to it), so it cannot have them removed.
