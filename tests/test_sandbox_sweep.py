@@ -166,6 +166,11 @@ def test_symlinks_are_never_followed(tmp_path: Path) -> None:
     links = [tmp_path / f"{sandbox.TMP_PREFIX}x-{dead}-abcd1234", tmp_path / f"{sandbox.ARENA_PREFIX}{dead}-abcd1234"]
     for link in links:
         link.symlink_to(home, target_is_directory=True)
+    # Followed, the link would read this list, and remove a dir that names the link's target as its owner.
+    victim = tmp_path / f"{sandbox.ARENA_PREFIX}victim"
+    victim.mkdir()
+    (victim / sandbox.OWNER_MARK).write_text(os.path.realpath(home))
+    (home / sandbox.ALSO_REMOVE).write_text(f"{victim}\n")
     # A stale dir of its own with a symlink inside, and a list naming a live run's arena.
     stale = tmp_path / f"{sandbox.TMP_PREFIX}runner-{dead}-wxyz0000"
     stale.mkdir()
@@ -177,7 +182,7 @@ def test_symlinks_are_never_followed(tmp_path: Path) -> None:
 
     assert sandbox.sweep_stale_dirs([str(tmp_path)]) == [str(stale)]
     assert (home / "precious").read_text() == "keep"
-    assert all(link.is_symlink() for link in links) and other.is_dir() and not stale.exists()
+    assert all(link.is_symlink() for link in links) and other.is_dir() and victim.is_dir() and not stale.exists()
 
 
 def test_a_dir_without_a_valid_record_is_left_alone(tmp_path: Path) -> None:
