@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernelopt.errors import BadInput
+from kernelopt.harness import sandbox
 from kernelopt.harness.evaluate import Engine, get_executor
 from kernelopt.problem import load_candidate, load_problem
 
@@ -115,6 +116,7 @@ def test_two_ray_workers_judge_a_batch_and_leave_nothing_behind(monkeypatch):
         session = ray.get_runtime_context().get_session_name()
         actor_pids = [w.where["pid"] for w in executor.workers]
         arenas = [Path(w.where["arena_dir"]) for w in executor.workers]
+        records = [w.where["record"] for w in executor.workers]
         assert all(a.is_dir() for a in arenas)
         assert len(set(actor_pids)) == 2 and all(_alive(p) for p in actor_pids)
         assert [r.interpreter for r in engine.ready] == [True, True]
@@ -148,6 +150,7 @@ def test_two_ray_workers_judge_a_batch_and_leave_nothing_behind(monkeypatch):
         started |= _running(session) - before
         assert {w.where["pid"] for w in executor.workers} <= started
         arenas += [Path(w.where["arena_dir"]) for w in executor.workers]
+        records += [w.where["record"] for w in executor.workers]
     finally:
         engine.close()
     elapsed = time.monotonic() - t0
@@ -159,6 +162,8 @@ def test_two_ray_workers_judge_a_batch_and_leave_nothing_behind(monkeypatch):
     assert not left, f"still running after engine.close(): {left}"
     assert not any(session in cmd for p, (_, cmd) in _table().items() if _alive(p))
     assert not [a for a in arenas if a.exists()], "the actors' shared arenas are freed"
+    # The runners' dirs of the actor killed mid-run too (named with its owner record, as its arena).
+    assert all(records) and not [p for p, r in sandbox.owned_dirs() if r in records]
     assert elapsed < 60.0
 
 
@@ -177,6 +182,7 @@ engine = Engine(problem, executor=executor, devices=["cpu"], timeout_s=120.0)
 engine.start()
 print("SESSION", ray.get_runtime_context().get_session_name(), flush=True)
 print("ARENAS", *[w.where["arena_dir"] for w in executor.workers], flush=True)
+print("RECORDS", *[w.where["record"] for w in executor.workers], flush=True)
 engine.evaluate([load_candidate(fix / "cheat_hang.py")])
 """
 
@@ -201,6 +207,9 @@ def test_a_signal_mid_candidate_leaves_no_ray_process(tmp_path, signum):
         assert line.startswith("ARENAS "), line
         arenas = [Path(a) for a in line.split()[1:]]
         assert arenas and all(a.name.startswith("kernelopt-arena-") and a.is_dir() for a in arenas)
+        line = driver.stdout.readline()
+        assert line.startswith("RECORDS "), line
+        records = line.split()[1:]
         # Wait until the actor's runner is inside the hanging candidate.
         deadline = time.monotonic() + 30.0
         started: set[int] = set()
@@ -229,3 +238,4 @@ def test_a_signal_mid_candidate_leaves_no_ray_process(tmp_path, signum):
     assert not any(session in cmd for p, (_, cmd) in _table().items() if _alive(p))
     # Ray kills its actors with SIGKILL, so no exit hook of theirs frees the arena: the driver must.
     assert not [a for a in arenas if a.exists()], "the actor's arena was left in /dev/shm"
+    assert records and not [p for p, r in sandbox.owned_dirs() if r in records], "the actor's dirs were left"

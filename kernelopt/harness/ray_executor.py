@@ -59,14 +59,17 @@ class VerifierActor:
 
     def start(self, config_json: str) -> str:
         """Build the verifier; the reply (ReadyReply or FatalReply) as JSON, with where it runs."""
-        from kernelopt.harness.sandbox import _process_prefix, harden_process, install_reaper
+        from kernelopt.harness.sandbox import _process_prefix, harden_process, install_reaper, owner_record
         from kernelopt.harness.worker import NeedsGpu, Verifier
 
         # Runners spawned from here must die with this actor: orphans re-parent to it
         # (subreaper), and close() kills every tree it started.
         harden_process()  # the references and the arena recipe live here
         install_reaper()
-        info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(), "prefix": _process_prefix()}
+        # "record": the owner record in the names of the dirs this actor makes (its runners', its
+        # arena's), by which the engine removes them once Ray has SIGKILLed it (clean_host).
+        info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(), "prefix": _process_prefix(),
+                                "record": owner_record()}
         try:
             import ray
 
@@ -202,16 +205,20 @@ class RayWorker:
         self.clean_host()
 
     def clean_host(self) -> None:
-        """On this host, what the gone actor left behind: its runner's tree and its arena.
+        """On this host, what the gone actor left behind: its runner's tree, its runners' dirs and
+        its arena.
 
-        Ray kills an actor with SIGKILL, so none of its exit hooks runs, and the arena is
-        only in the actor's own at-exit list (the actor is not a process kernelopt spawned).
+        Ray kills an actor with SIGKILL, so none of its exit hooks runs, and its dirs are only in
+        the actor's own at-exit list (the actor is not a process kernelopt spawned); a runner killed
+        here has no time to remove its own dir either. They carry the actor's owner record.
         """
-        from kernelopt.harness.sandbox import ARENA_PREFIX
+        from kernelopt.harness.sandbox import ARENA_PREFIX, sweep_stale_dirs
 
         if self.where and self.where.get("node_id") == self.executor.node_id:
             _kill_spawned_by(str(self.where.get("prefix") or ""))
-            arena_dir = self.where.get("arena_dir")
+            if self.where.get("record"):
+                sweep_stale_dirs(owner=str(self.where["record"]))
+            arena_dir = self.where.get("arena_dir")  # where owner records cannot be made (not Linux)
             if arena_dir and os.path.basename(arena_dir).startswith(ARENA_PREFIX):
                 shutil.rmtree(arena_dir, ignore_errors=True)
         self.where = {}

@@ -554,47 +554,55 @@ def _owner_alive(pid: int, start: int) -> bool | None:
     return None  # alive, but /proc does not show it (hidepid): not provably dead
 
 
-def stale_dirs(folders: list[str] | None = None) -> list[str]:
-    """The kernelopt dirs in `folders` (default: the temp dir and /dev/shm) whose owner is provably
-    dead: named with a `SWEPT_PREFIXES` prefix and an owner record (`owned_prefix`) of this pid
-    namespace, a directory itself (lstat: a symlink is never followed), this user's, and its owner
-    pid gone or reused (another start time). A dir without a record (made before records existed)
-    is never stale: nothing proves its owner dead."""
-    here = owner_record()
-    if here is None:
-        return []
-    ns = here.rsplit(".", 1)[1]
+def owned_dirs(folders: list[str] | None = None) -> list[tuple[str, str]]:
+    """(path, owner record) of the kernelopt dirs in `folders` (default: the temp dir and /dev/shm)
+    that carry an owner record (`owned_prefix`): named with a `SWEPT_PREFIXES` prefix, a directory
+    itself (lstat: a symlink is never followed), this user's. One listdir per folder."""
     uid = os.getuid()
-    found: list[str] = []
+    found: list[tuple[str, str]] = []
     for folder in dict.fromkeys(folders if folders is not None else [tempfile.gettempdir(), SHM_DIR]):
         try:
             names = os.listdir(folder)
         except OSError:
             continue
         for name in names:
-            if not name.startswith(SWEPT_PREFIXES):
-                continue
-            record = _RECORD.search(name)
-            if record is None or record.group(3) != ns:
+            record = _RECORD.search(name) if name.startswith(SWEPT_PREFIXES) else None
+            if record is None:
                 continue
             path = os.path.join(folder, name)
             try:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
-                continue
-            if _owner_alive(int(record.group(1)), int(record.group(2))) is False:
-                found.append(path)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+                found.append((path, ".".join(record.groups())))
     return found
 
 
-def sweep_stale_dirs(folders: list[str] | None = None) -> list[str]:
+def stale_dirs(folders: list[str] | None = None) -> list[str]:
+    """The `owned_dirs` whose owner is provably dead: a record of this pid namespace, and no process
+    under its pid or another one (another start time: the pid was reused). A dir without a record
+    (made before records existed) is never stale: nothing proves its owner dead."""
+    here = owner_record()
+    if here is None:
+        return []
+    ns = here.rsplit(".", 1)[1]
+    found = []
+    for path, record in owned_dirs(folders):
+        pid, start, their_ns = record.split(".")
+        if their_ns == ns and _owner_alive(int(pid), int(start)) is False:
+            found.append(path)
+    return found
+
+
+def sweep_stale_dirs(folders: list[str] | None = None, *, owner: str | None = None) -> list[str]:
     """Remove the `stale_dirs` (a sandbox dir with the arenas attached to it, `remove_tmpdir`; an
-    arena dir with what is in it) and return them. One listdir of each folder, a stat per
-    kernelopt dir: what an engine does once when it starts (`sweep_once`)."""
+    arena dir with what is in it) and return them: what an engine does once when it starts
+    (`sweep_once`). With `owner` (an `owner_record()`), the dirs of that owner instead, dead or
+    not: what an executor that ended the owner removes (a Ray actor's, kernelopt.harness.ray_executor)."""
+    paths = stale_dirs(folders) if owner is None else [p for p, r in owned_dirs(folders) if r == owner]
     removed = []
-    for path in stale_dirs(folders):
+    for path in paths:
         if os.path.basename(path).startswith(TMP_PREFIX):
             remove_tmpdir(path)
         else:
