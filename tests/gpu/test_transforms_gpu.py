@@ -125,6 +125,13 @@ def test_transform_on_gpu(case, tmp_path):
     prob = load_problem(problem, overrides)
     base, ev = evaluate(prob, [load_candidate(cand), load_candidate(new)], time=True)
     assert base.failure is None, f"original: {base.failure}"
+    if cid.endswith("_tf32"):
+        # tf32 rounds the products' inputs to 10 mantissa bits: at the fp32 tolerance (1e-3) it may
+        # be judged wrong (H100, 2026-11-27: 1 element of 402,653,184 over). It must compile, run
+        # and be judged -- verification, not the transform, decides whether tf32 is allowed.
+        assert ev.failure is None or (ev.failure.reason == "incorrect" and ev.failure.stage == "verify"), ev.failure
+        if ev.failure is not None:
+            return
     assert ev.failure is None, f"{cid}: {ev.failure}"
     assert ev.verification is not None and ev.verification.passed and not ev.verification.interpreter
     print(f"\n{cid}: original {base.timing.median_ms:.4f} ms, rewritten {ev.timing.median_ms:.4f} ms, "

@@ -1,0 +1,6 @@
+source .gpu/setup.sh; prov s9call4
+T() { local n=$1; shift; timeout -s TERM -k 5 $n "$@"; }
+echo "== sandbox after the sweep $(date +%T)"; T 150 python3 -m pytest -v -s -rfE -p no:cacheprovider tests/gpu/test_trust_gpu.py -k "sandbox" tests/gpu/test_arena_gpu.py > $OUT/trust_sandbox.txt 2>&1; echo "rc=$?" >> $OUT/trust_sandbox.txt; grep -E "PASSED|FAILED|ERROR|passed|failed|rc=" $OUT/trust_sandbox.txt | cut -c1-220 | tail -8; ls /dev/shm /tmp | grep -c kernelopt
+echo "== transforms_gpu dotloop $(date +%T)"; T 220 python3 -m pytest -v -s -rfE -p no:cacheprovider --durations 0 tests/gpu/test_transforms_gpu.py -k "dotloop" > $OUT/transforms_gpu_dotloop.txt 2>&1; echo "rc=$?" >> $OUT/transforms_gpu_dotloop.txt; grep -E "PASSED|FAILED|ERROR|passed|failed|rc=" $OUT/transforms_gpu_dotloop.txt | cut -c1-220 | tail -12
+echo "== transfer $(date +%T)"; T ${TR:-270} python3 benchmarks/transfer.py --optimizer strategies --no-profile --budget-evals 10 --problems softmax,log_softmax,cross_entropy,rmsnorm,layernorm,bias_silu_residual -o .transfer > $OUT/transfer.log 2>&1; echo rc=$? >> $OUT/transfer.log; tail -8 $OUT/transfer.log | cut -c1-250
+tar -czf $OUT/transfer.tgz .transfer; ls -la $OUT/transfer.tgz
