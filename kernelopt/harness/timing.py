@@ -187,8 +187,9 @@ def time_callable(
 ) -> TimingStats:
     """Time `fn()` on a CUDA device; see the module docstring for the method.
 
-    `after_call(result)` runs after each call's synchronize, outside the timed events (the
-    runner keeps or poisons a timed call's outputs there, so timed calls can be judged).
+    `after_call(result)` runs after each call, outside the timed events, once the timed stream is
+    done and before the device-wide synchronize (the runner keeps or poisons a timed call's
+    outputs there, so timed calls can be judged on what the timed stream computed).
 
     `min_ms` counts measured (event) time, not wall time, so a short kernel gets
     more samples. `max_calls` bounds the number of timed calls for very short
@@ -233,9 +234,14 @@ def time_callable(
             result = fn()
             host = (time.perf_counter() - t0) * 1e6
             end_evt.record()
-            torch.cuda.synchronize(dev)
             if after_call is not None:
+                # The outputs are kept as the timed stream left them, before the device-wide
+                # synchronize: work the call left running on another stream, which the events do
+                # not see, has not written them yet (a kernel that hides its work from the timer
+                # on a side stream is judged on what its timed stream returned).
+                torch.cuda.current_stream(dev).synchronize()
                 after_call(result)
+            torch.cuda.synchronize(dev)
             del result
             # The first call may compile for seconds: it must not size the guard.
             host_us.append(host)

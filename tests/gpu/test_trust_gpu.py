@@ -72,7 +72,8 @@ def test_forged_reply_fails_only_its_candidate(tmp_path, monkeypatch):
     assert [e.failure.reason if e.failure else None for e in evs[1:]] == [None, "incorrect", None]
 
 
-@pytest.mark.parametrize("name", ["timing_stack.py", "timing_count.py", "timing_repeat.py", "slot_filler.py"])
+@pytest.mark.parametrize("name", ["timing_stack.py", "timing_count.py", "timing_repeat.py", "slot_filler.py",
+                                  "side_stream.py"])
 def test_skipping_work_when_timed_is_timing_mismatch(name):
     evs = evaluate(load_problem(ATT / "problem.py", {"N": "1048576"}), _cands(name, "ok.py"), timeout_s=120)
     assert evs[0].failure is not None and evs[0].failure.reason == "timing_mismatch", evs[0].failure
