@@ -55,6 +55,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     add_launch_kwargs,
     add_params,
     body_of,
+    call_arg,
     constexpr_annotation,
     decline,
     flat_tile_index,
@@ -66,6 +67,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     names_stored,
     parents,
     parse,
+    parse_for_apply,
     parse_for_sites,
     pid_names,
     program_ids,
@@ -146,8 +148,7 @@ def _rank(p: Parsed, k: JitKernel) -> int:
             elif name in ("make_block_ptr", "advance"):
                 raise _Decline("uses block pointers (tl.make_block_ptr): their shapes are fixed at creation")
             elif name in _SHAPED:
-                shape = n.args[0] if n.args and name in ("zeros", "full") else (
-                    n.args[1] if len(n.args) > 1 else next((kw.value for kw in n.keywords if kw.arg == "shape"), None))
+                shape = call_arg(n, 0 if name in ("zeros", "full") else 1, "shape")
                 if isinstance(shape, (ast.Tuple, ast.List)):
                     rank = max(rank, len(shape.elts))
                 elif shape is not None:
@@ -239,12 +240,10 @@ class BlockProgramAxis:
     def _rewrite(self, source: str, kname: str, axis: int, block: int, path: str = "<candidate>") -> tuple[str, str]:
         """(the rewritten source, a one-line description), or _Decline."""
         try:
-            p = parse(source, path)
-        except BadInput as exc:
-            raise _Decline(f"the source does not parse: {exc}") from None
-        if kname not in p.kernels:
-            raise _Decline(f"no @triton.jit kernel {kname!r} in the source (kernels: {', '.join(sorted(p.kernels)) or 'none'})")
-        first, pid = self._restructure(p, p.kernels[kname], axis, block)
+            p, k = parse_for_apply(source, kname, path)
+        except TransformError as exc:
+            raise _Decline(str(exc)) from None
+        first, pid = self._restructure(p, k, axis, block)
         try:
             p1 = parse(first, path)
         except BadInput as exc:  # pragma: no cover - the edits above keep the source parsing
@@ -424,7 +423,7 @@ class BlockProgramAxis:
             method = isinstance(n.func, ast.Attribute) and depends(n.func.value)
             name = _callee(p, n.func)
             if name in ("load", "store"):
-                ptr = n.args[0] if n.args else next((kw.value for kw in n.keywords if kw.arg == "pointer"), None)
+                ptr = call_arg(n, 0, "pointer")
                 if ptr is None:
                     problems.append(f"tl.{name} at line {nm.line(n)} names no pointer")
                 elif depends(ptr):
@@ -460,9 +459,7 @@ class BlockProgramAxis:
         edits = self._widen(p, k, dep, nm, nm.rank, what) + edits_red
         tl = al.tl_prefix()
         for call, name in masks:
-            pos = 1 if name == "load" else 2
-            given = call.args[pos] if len(call.args) > pos else next(
-                (kw.value for kw in call.keywords if kw.arg == "mask"), None)
+            given = call_arg(call, 1 if name == "load" else 2, "mask")  # load(ptr, mask), store(ptr, value, mask)
             if given is None:
                 edits.append((last_arg_end(src, call), last_arg_end(src, call), f", mask={nm.ok}"))
             else:  # tl.where, not `&`: the interpreter rejects a scalar mask and-ed with a block

@@ -48,14 +48,14 @@ from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     add_params,
+    call_arg,
     constexpr_annotation,
-    decline,
     fresh,
+    kernel_sites,
     launch_args,
     names_read,
     names_stored,
-    parse,
-    parse_for_sites,
+    parse_for_apply,
     refuse_unknown,
     text,
     used_names,
@@ -167,8 +167,7 @@ class _Shapes:
             if name == "arange":
                 return "V"
             if name in ("zeros", "full"):
-                shape = node.args[0] if node.args else next((kw.value for kw in node.keywords if kw.arg == "shape"),
-                                                            None)
+                shape = call_arg(node, 0, "shape")
                 if isinstance(shape, (ast.Tuple, ast.List)):
                     return {1: "V", 2: "F"}.get(len(shape.elts), "U")
                 return "U"
@@ -208,12 +207,6 @@ class _Plan:
 
 def _loads(p: Parsed, node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and p.al.tl_attr(node.func) == "load"
-
-
-def _arg(call: ast.Call, pos: int, name: str) -> ast.AST | None:
-    if len(call.args) > pos:
-        return call.args[pos]
-    return next((kw.value for kw in call.keywords if kw.arg == name), None)
 
 
 def _strip_expand(node: ast.AST) -> tuple[ast.AST, str | None]:
@@ -324,7 +317,7 @@ def _acc_dims(p: Parsed, fn: ast.FunctionDef, acc: str, loop: ast.For) -> tuple[
                                 and p.al.tl_attr(starts[0].value.func) in ("zeros", "full")):
         raise _Decline(f"{acc} does not start as one tl.zeros/tl.full before the loop")
     call = starts[0].value
-    shape = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "shape"), None)
+    shape = call_arg(call, 0, "shape")
     if not (isinstance(shape, (ast.Tuple, ast.List)) and len(shape.elts) == 2):
         raise _Decline(f"{acc} is not a 2-D tile written as tl.zeros((M, N), ...) (a 1-D accumulator is no outer "
                        "product: block_program_axis can give it a dimension)")
@@ -404,7 +397,7 @@ def _plan(p: Parsed, k: JitKernel, loop: ast.For, update: ast.stmt, shapes: _Sha
         if not _loads(p, load):
             raise _Decline(f"`{text(p, side_node)}` in the update of {acc} is not a tl.load")
         assert isinstance(load, ast.Call)
-        ptr, mask, other = _arg(load, 0, "pointer"), _arg(load, 1, "mask"), _arg(load, 2, "other")
+        ptr, mask, other = call_arg(load, 0, "pointer"), call_arg(load, 1, "mask"), call_arg(load, 2, "other")
         if ptr is None or any(kw.arg not in ("pointer", "mask", "other") for kw in load.keywords) or len(load.args) > 3:
             raise _Decline(f"tl.load at line {load.lineno} takes arguments this rewrite does not read")
         if other is not None and not (isinstance(other, ast.Constant) and other.value in (0, 0.0)
@@ -494,24 +487,18 @@ class DotRank1Loop:
                              doc="tl.dot input precision for fp32 operands ('ieee' keeps fp32 products)")]
 
     def sites(self, source: str, path: str = "<candidate>") -> list[SiteReport]:
-        p = parse_for_sites(NAME, source, path)
-        if isinstance(p, list):
-            return p
-        out: list[SiteReport] = []
-        for k in p.kernels.values():
+        def site(p: Parsed, k: JitKernel) -> str | tuple[str, dict[str, ParamValue]]:
             try:
                 plan = _find(p, k)
                 self._edits(p, k, plan, DEFAULT, "ieee")
             except (_Decline, TransformError) as exc:
-                out.append(decline(NAME, k.fn.name, str(exc), k.fn.lineno))
-                continue
+                return str(exc)
             m, n = plan.ops
-            out.append(SiteReport(
-                transform=NAME, site=k.fn.name, applies=True,
-                reason=(f"the loop over {plan.var} (line {plan.loop.lineno}) accumulates {plan.acc} += outer product of "
-                        f"the loads at lines {m.load.lineno} (M) and {n.load.lineno} (N): tl.dot of BLOCK_K-wide tiles"),
-                params={PARAM: DEFAULT, "input_precision": "ieee"}, kernel=k.fn.name, line=k.fn.lineno))
-        return out
+            return (f"the loop over {plan.var} (line {plan.loop.lineno}) accumulates {plan.acc} += outer product of "
+                    f"the loads at lines {m.load.lineno} (M) and {n.load.lineno} (N): tl.dot of BLOCK_K-wide tiles",
+                    {PARAM: DEFAULT, "input_precision": "ieee"})
+
+        return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
         refuse_unknown(NAME, params, {PARAM, "input_precision"})
@@ -521,22 +508,14 @@ class DotRank1Loop:
         precision = params.get("input_precision", "ieee")
         if precision not in PRECISIONS:
             raise TransformError(f"{NAME}: input_precision={precision!r}: expected one of {PRECISIONS}")
-        try:
-            p = parse(source)
-        except BadInput as exc:
-            raise TransformError(f"the source does not parse: {exc}") from None
-        kname = site.split("@")[0]
-        if kname not in p.kernels:
-            raise TransformError(f"no @triton.jit kernel {kname!r} in the source "
-                                 f"(kernels: {', '.join(sorted(p.kernels)) or 'none'})")
-        k = p.kernels[kname]
+        p, k = parse_for_apply(source, site)
         try:
             plan = _find(p, k)
             edits = self._edits(p, k, plan, int(block), str(precision))
         except _Decline as exc:
             raise TransformError(str(exc)) from None
         try:
-            return apply_edits(source, edits, what=f"{NAME} on {kname}")
+            return apply_edits(source, edits, what=f"{NAME} on {k.fn.name}")
         except BadInput as exc:
             raise TransformError(str(exc)) from None
 

@@ -124,6 +124,13 @@ def applies(transform: str, k: JitKernel, reason: str, params: dict[str, ParamVa
 # --- reading a kernel ----------------------------------------------------------------------------
 
 
+def call_arg(call: ast.Call, pos: int, name: str) -> ast.AST | None:
+    """The argument a call passes at position `pos` or as keyword `name`; None when it passes neither."""
+    if len(call.args) > pos:
+        return call.args[pos]
+    return next((kw.value for kw in call.keywords if kw.arg == name), None)
+
+
 def axis_of(call: ast.Call) -> int | None:
     """The constant axis of `tl.program_id(axis)` / `tl.num_programs(axis)`; None when computed."""
     arg = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "axis"), None)
