@@ -6,7 +6,8 @@ import pytest
 
 from kernelopt.optimize.transforms import get_transform
 from kernelopt.optimize.transforms.base import TransformError
-from tests.transform_checks import FIX, SUITE, fails, knob_names, knob_value, read, verify_all, without_restores
+from tests.transform_checks import (ADVANCING_KERNELS, FIX, SUITE, fails, knob_names, knob_value, read, verify_all,
+                                   without_restores)
 
 T = get_transform("persistent_grid")
 
@@ -89,16 +90,8 @@ def test_declines_twice():
     assert not r.applies and "persistent already" in r.reason
 
 
-@pytest.mark.parametrize("fixture, kernel, problem, shapes, advanced", [
-    # found on Liger-Kernel's swiglu (`a_ptr += program_id * stride`): in the tile loop the next tile started
-    # from the last tile's pointer
-    (FIX / "scale_add_rows_advance.py", "scale_add_advance", FIX / "problem_scale_add.py",
-     [{"N_ROWS": "5", "HIDDEN": "33"}, {"N_ROWS": "1", "HIDDEN": "7"}, {"N_ROWS": "9", "HIDDEN": "1"}],
-     ["x_ptr", "y_ptr", "out_ptr"]),
-    (FIX / "layernorm_liger_rstd.py", "_ln_centre_rstd", SUITE / "layernorm" / "problem.py",
-     [{"ROWS": "5", "DIM": "33"}, {"ROWS": "1", "DIM": "7"}, {"ROWS": "9", "DIM": "40"}],
-     ["Y_ptr", "X_ptr", "RSTD_ptr"]),
-])
+# found on Liger-Kernel's swiglu: in the tile loop the next tile started from the last tile's pointer
+@pytest.mark.parametrize("fixture, kernel, problem, shapes, advanced", ADVANCING_KERNELS)
 def test_restores_the_pointer_arguments_a_tile_advances(tmp_path, fixture, kernel, problem, shapes, advanced):
     source = read(fixture)
     out = T.apply(source, kernel)

@@ -12,7 +12,7 @@ row counts that leave the last program a tail (1, 3, 5 rows for 4 rows per progr
 import pytest
 
 from kernelopt.optimize.transforms import TransformError, get_transform
-from transform_checks import FIX, SUITE, fails, knob_names, knob_value, verify_all, without_restores
+from transform_checks import ADVANCING_KERNELS, FIX, SUITE, fails, knob_names, knob_value, verify_all, without_restores
 
 T = get_transform("rows_per_program")
 
@@ -98,16 +98,9 @@ def test_guard_returns_become_conditions_on_the_row(tmp_path):
     verify_all(tmp_path, SUITE / "log_softmax" / "problem.py", [{"ROWS": "5", "COLS": "33"}], [GUARDED, out])
 
 
-@pytest.mark.parametrize("fixture, kernel, problem, shapes, advanced", [
-    # found on Liger-Kernel's and unsloth's row kernels (`a_ptr += program_id * stride`): wrapped in a loop over
-    # rows, the second row started from the first row's pointer (wrong rows, out of bounds)
-    (FIX / "scale_add_rows_advance.py", "scale_add_advance", FIX / "problem_scale_add.py",
-     [{"N_ROWS": "5", "HIDDEN": "33"}, {"N_ROWS": "1", "HIDDEN": "7"}, {"N_ROWS": "9", "HIDDEN": "1"}],
-     ["x_ptr", "y_ptr", "out_ptr"]),
-    (FIX / "layernorm_liger_rstd.py", "_ln_centre_rstd", SUITE / "layernorm" / "problem.py",
-     [{"ROWS": "5", "DIM": "33"}, {"ROWS": "1", "DIM": "7"}, {"ROWS": "9", "DIM": "40"}],
-     ["Y_ptr", "X_ptr", "RSTD_ptr"]),
-])
+# found on Liger-Kernel's and unsloth's row kernels: wrapped in a loop over rows, the second row started from the
+# first row's pointer (wrong rows, out of bounds)
+@pytest.mark.parametrize("fixture, kernel, problem, shapes, advanced", ADVANCING_KERNELS)
 def test_restores_the_pointer_arguments_a_row_advances(tmp_path, fixture, kernel, problem, shapes, advanced):
     source = fixture.read_text()
     out = T.apply(source, kernel)

@@ -9,14 +9,29 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from kernelopt.harness.verify import verify_many
 from kernelopt.optimize.knobs import discover_knobs
-from kernelopt.optimize.transforms import get_transform
+from kernelopt.optimize.transforms import TransformError, get_transform
+from kernelopt.optimize.transforms.base import Transform
 from kernelopt.problem import load_candidate, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "transforms"
 SUITE = ROOT / "benchmarks" / "suite"
+
+# Kernels that advance their pointer arguments (`a_ptr += program_id * stride`, as Liger-Kernel's and unsloth's
+# do): (fixture, kernel, problem, ragged shapes, the arguments advanced). rows_per_program and persistent_grid
+# wrap such a body in a loop and must restore the arguments at each pass.
+ADVANCING_KERNELS = [
+    (FIX / "scale_add_rows_advance.py", "scale_add_advance", FIX / "problem_scale_add.py",
+     [{"N_ROWS": "5", "HIDDEN": "33"}, {"N_ROWS": "1", "HIDDEN": "7"}, {"N_ROWS": "9", "HIDDEN": "1"}],
+     ["x_ptr", "y_ptr", "out_ptr"]),
+    (FIX / "layernorm_liger_rstd.py", "_ln_centre_rstd", SUITE / "layernorm" / "problem.py",
+     [{"ROWS": "5", "DIM": "33"}, {"ROWS": "1", "DIM": "7"}, {"ROWS": "9", "DIM": "40"}],
+     ["Y_ptr", "X_ptr", "RSTD_ptr"]),
+]
 
 
 def read(path: Path) -> str:
@@ -26,6 +41,15 @@ def read(path: Path) -> str:
 def report(name: str, source: str) -> dict[str | None, object]:
     """kernel -> its SiteReport for transform `name`."""
     return {r.kernel: r for r in get_transform(name).sites(source)}
+
+
+def declined(t: Transform, source: str, kernel: str) -> str:
+    """The reason `t` gives for declining `kernel` (its one report there); asserts that `apply` refuses it too."""
+    (r,) = [r for r in t.sites(source) if r.kernel == kernel]
+    assert not r.applies, r.reason
+    with pytest.raises(TransformError):
+        t.apply(source, kernel)
+    return r.reason
 
 
 def knob_names(source: str) -> set[str]:
@@ -81,8 +105,6 @@ def nvcc_compile(tmp: Path, source: str) -> None:
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
-        import pytest
-
         pytest.skip("nvcc is not installed")
     cu = tmp / "kernel.cu"
     cu.write_text(cuda_source_of(source))
