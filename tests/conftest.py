@@ -6,10 +6,13 @@ import importlib.util
 import math
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import pytest
 
 if TYPE_CHECKING:
     from kernelopt.models.harness import Candidate, Evaluation
@@ -33,6 +36,21 @@ def load_script(path: Path, name: str | None = None, *, register: bool = False) 
         sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def unprivileged_prefix() -> list[str]:
+    """The argv prefix that runs a command as an ordinary user: as root (root passes every ptrace
+    check), `unshare --user` as uid 1000 without capabilities; nothing for a user who is not root.
+    Skips the test where that cannot be done here."""
+    if os.getuid() != 0:
+        return []
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("running as root without unshare: cannot test as an ordinary user")
+    probe = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user namespaces are not available: cannot test as an ordinary user")
+    return [unshare, "--user", "--map-user=1000", "--map-group=1000", "--"]
 
 
 # --- an engine whose times are a fixed function of the candidate's knob values (loop tests) ---------------

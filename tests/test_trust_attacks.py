@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import pytest
 
 from kernelopt.harness.evaluate import Engine, evaluate
 from kernelopt.problem import load_candidate, load_problem
+
+from conftest import unprivileged_prefix
 
 ATT = Path(__file__).resolve().parent / "fixtures" / "attacks"
 PROBLEM = ATT / "problem.py"
@@ -41,23 +42,11 @@ print(json.dumps([{"reason": e.failure.reason if e.failure else None,
 """
 
 
-def _unprivileged_prefix() -> list[str]:
-    if os.getuid() != 0:
-        return []
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("running as root without unshare: cannot test as an ordinary user")
-    probe = subprocess.run([unshare, "--user", "--map-user=1000", "--map-group=1000", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("user namespaces are not available: cannot test as an ordinary user")
-    return [unshare, "--user", "--map-user=1000", "--map-group=1000", "--"]
-
-
 def run_as_user(candidates: list[str], *, time_it: bool = False, env: dict[str, str] | None = None,
                 engine_env: dict[str, str] | None = None) -> list[dict]:
     """The engine as an ordinary user; `engine_env` reaches only the engine's own initial
     environment (through `env`), not its ancestors'."""
-    cmd = [*_unprivileged_prefix(), "env", *(f"{k}={v}" for k, v in (engine_env or {}).items()),
+    cmd = [*unprivileged_prefix(), "env", *(f"{k}={v}" for k, v in (engine_env or {}).items()),
            sys.executable, "-c", DRIVER, str(PROBLEM), "time" if time_it else "verify",
            *(str(ATT / c) for c in candidates)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})

@@ -23,7 +23,7 @@ from kernelopt.harness.evaluate import Engine, evaluate
 from kernelopt.harness.zygote import ZYGOTE_VAR, resolve
 from kernelopt.problem import load_problem
 
-from test_trust_attacks import _unprivileged_prefix
+from conftest import unprivileged_prefix
 from test_trust_process import _alive, _cands
 
 ATT = Path(__file__).resolve().parent / "fixtures" / "attacks"
@@ -105,7 +105,7 @@ def test_a_candidate_cannot_open_a_later_runner(tmp_path):
     out.touch()
     os.chmod(tmp_path, 0o777)
     os.chmod(out, 0o666)
-    cmd = [*_unprivileged_prefix(), sys.executable, "-c", DRIVER, str(PROBLEM), str(ATT / "zygote_probe.py"),
+    cmd = [*unprivileged_prefix(), sys.executable, "-c", DRIVER, str(PROBLEM), str(ATT / "zygote_probe.py"),
            str(ATT / "zygote_probe.py")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "KERNELOPT_TEST_ATTACK_OUT": str(out)})

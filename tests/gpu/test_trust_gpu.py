@@ -22,6 +22,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 from kernelopt.harness.evaluate import evaluate  # noqa: E402
 from kernelopt.problem import load_candidate, load_problem  # noqa: E402
 
+from conftest import unprivileged_prefix  # noqa: E402
+
 ATT = Path(__file__).resolve().parent.parent / "fixtures" / "attacks"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -127,16 +129,10 @@ def test_an_ordinary_user_runs_the_engine_on_the_gpu(tmp_path):
     """The verifier is non-dumpable; a runner of an ordinary user (no CAP_SYS_PTRACE, unlike root on
     the GPU host) must still open its CUDA IPC arena (the verifier is dumpable only while a fresh
     runner opens it), and a forged reply must still be blocked."""
-    import shutil
     import subprocess
     import sys
 
-    unshare = shutil.which("unshare")
-    prefix: list[str] = []
-    if os.getuid() == 0:
-        if unshare is None or subprocess.run([unshare, "--user", "--map-user=1000", "true"]).returncode != 0:
-            pytest.skip("cannot run as an ordinary user here")
-        prefix = [unshare, "--user", "--map-user=1000", "--map-group=1000", "--"]
+    prefix = unprivileged_prefix()
     out = tmp_path / "attack.txt"
     out.touch()
     os.chmod(tmp_path, 0o777)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 from kernelopt.harness.evaluate import Engine, evaluate  # noqa: E402
 from kernelopt.problem import load_candidate, load_problem  # noqa: E402
+
+from conftest import unprivileged_prefix  # noqa: E402
 
 ATT = Path(__file__).resolve().parent.parent / "fixtures" / "attacks"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -51,12 +52,7 @@ def test_timed_candidates_run_in_forked_runners(tmp_path, user):
     """Three timed candidates (each gets a fresh runner on a GPU): forked from the zygote, not
     dumpable, verified and timed through the CUDA IPC arena; as an ordinary user too, whose runner
     has no debugger-like access to its verifier (the IPC window is what gives it)."""
-    prefix: list[str] = []
-    if user == "ordinary" and os.getuid() == 0:
-        unshare = shutil.which("unshare")
-        if unshare is None or subprocess.run([unshare, "--user", "--map-user=1000", "true"]).returncode != 0:
-            pytest.skip("cannot run as an ordinary user here")
-        prefix = [unshare, "--user", "--map-user=1000", "--map-group=1000", "--"]
+    prefix = unprivileged_prefix() if user == "ordinary" else []
     out = tmp_path / "probe.jsonl"
     out.touch()
     os.chmod(tmp_path, 0o777)
