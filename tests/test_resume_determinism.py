@@ -71,7 +71,8 @@ def test_kill_and_resume_ends_with_the_uninterrupted_runs_best(tmp_path: Path, m
 
 def test_a_round_proposes_only_what_fits_in_the_time_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With 0.6 minutes and 10 s per evaluation, v0 leaves room for 2 more: a round of 8
-    proposals is cut to what fits instead of overrunning the budget by a whole batch."""
+    proposals is cut to what fits instead of overrunning the budget by a whole batch, and no round
+    starts that cannot fit one evaluation."""
     import kernelopt.harness.evaluate as evaluate_mod
 
     clock = {"now": 1000.0}
@@ -96,8 +97,8 @@ def test_a_round_proposes_only_what_fits_in_the_time_left(tmp_path: Path, monkey
                               run_dir=tmp_path / "run", overrides={"M": "64", "K": "256"}, optimizer="knobs",
                               budget_minutes=0.6, rounds=5, beam=1, proposals_per_member=8, profile=False,
                               experience=False)
-    # v0 ends at 10 s; 26 s left at 10 s each -> round 1 gets 2 of its 8 proposals; round 2 starts
-    # with 6 s left and gets 1 (a round never starts empty); then the time is up. Uncapped, round 1
-    # alone would have run 8 (9 evaluations in all).
-    assert len(_evaluated(tmp_path / "run")) == 4
+    # v0 ends at 10 s; 26 s left at 10 s each -> round 1 gets 2 of its 8 proposals; at 30 s the 6 s
+    # left cannot hold a 10 s evaluation, so no round 2 starts (it would end 4 s late). Uncapped,
+    # round 1 alone would have run 8 (9 evaluations in all).
+    assert len(_evaluated(tmp_path / "run")) == 3
     assert state.stop_reason == "time budget"

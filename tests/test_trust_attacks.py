@@ -158,7 +158,10 @@ def test_a_helper_that_fills_the_output_slot_after_the_copy_fails_verification(t
     always.write_text(src.replace("\nALWAYS = False\n", "\nALWAYS = True\n"))
     evs = evaluate(load_problem(PROBLEM), [load_candidate(always), load_candidate(ATT / "ok.py")], time=False, timeout_s=60)
     assert evs[0].failure is not None and evs[0].failure.reason == "incorrect", evs[0].failure
-    assert evs[0].failure.stage == "verify" and "not what the call returned" in evs[0].failure.message
+    # Caught by the digest when the helper wrote the slot after the copy, else judged on the
+    # garbage the call returned: never a pass, whichever way the race went.
+    assert evs[0].failure.stage == "verify" and ("not what the call returned" in evs[0].failure.message
+                                                 or "elements off" in evs[0].failure.message), evs[0].failure
     assert evs[1].failure is None and evs[1].passed
 
 

@@ -60,6 +60,7 @@ class Loop:
         default now); `setup`: seconds its engine took to start, by phase ('startup', 'baselines')."""
         self.rundir = rundir
         self.check_shapes = check_shapes  # verify the winner at the problem's SMALL and ragged shapes
+        self._other_shapes: int | None = None  # how many: counted once, for the finish's time reserve
         self.timeout_s = timeout_s
         self.problem = problem
         self.config = config
@@ -122,14 +123,32 @@ class Loop:
         return self.spent_before + time.monotonic() - self.started
 
     def retime_reserve_s(self) -> float:
-        """What the final interleaved re-timing will take: two timings of each of the best few and v0,
-        one after another, at the mean load-and-time cost of the evaluations so far (0 before any)."""
-        costs = [v.evaluation.phases.get("load", 0.0) + v.evaluation.phases["time"]
-                 for v in self.state.versions.values() if v.evaluation and "time" in v.evaluation.phases]
-        if not costs:
+        """What finishing the run will take once the search stops, kept back from the time budget:
+        the interleaved re-timing (two timings of each of the best few and v0, one after another),
+        the winner's verification once more, and its checks at the problem's other shapes (an
+        engine each: the run's own start, then a verification). Every figure is the mean of this
+        run's measured phases (0 before any). On the H100 the re-timing alone was kept back while
+        the shape checks' engines were not: a 3-minute run ended 42 s late."""
+        evs = [v.evaluation for v in self.state.versions.values() if v.evaluation is not None]
+
+        def mean(phases: tuple[str, ...], need: str) -> float:
+            costs = [sum(e.phases.get(p, 0.0) for p in phases) for e in evs if need in e.phases]
+            return sum(costs) / len(costs) if costs else 0.0
+
+        timing = mean(("runner_start", "load", "time"), "time")
+        if timing == 0.0:
             return 0.0
-        retimed = min(RETIME_TOP, len(self.correct())) + 1
-        return 2 * retimed * sum(costs) / len(costs)
+        verifying = mean(("runner_start", "load", "verify"), "verify")
+        # The best few once the search has run on (the beam grows while the budget is spent).
+        reserve = 2 * (RETIME_TOP + 1) * timing + verifying
+        if self.check_shapes:
+            if self._other_shapes is None:
+                from kernelopt.harness.shapes import other_shapes
+
+                self._other_shapes = len(other_shapes(self.problem))
+            engine_start = self.state.spent.get("startup", 0.0) / max(1, self.state.resumes + 1)
+            reserve += self._other_shapes * (engine_start + verifying)
+        return reserve
 
     def evals_that_fit(self) -> int | None:
         """How many evaluations the time budget left still holds, at the mean wall time of those run
@@ -139,18 +158,25 @@ class Loop:
         overrun it by a whole round. One-off costs (the engine's start, baselines, profiling) are in
         the time already spent, never in the per-evaluation figure (the worker starts its first
         runner before the first candidate), and the final re-timing's share is kept back."""
-        if self.config.budget_minutes is None:
+        per_eval_s = self.per_eval_s()
+        if self.config.budget_minutes is None or per_eval_s is None:
             return None
+        left_s = self.config.budget_minutes * 60 - self.elapsed_s() - self.retime_reserve_s()
+        return max(1, int(left_s // per_eval_s))
+
+    def per_eval_s(self) -> float | None:
+        """The mean wall time of an evaluation so far, spread over the engine's workers."""
         walls = [v.evaluation.wall_s for v in self.state.versions.values() if v.evaluation and v.evaluation.wall_s > 0]
         if not walls:
             return None
-        left_s = self.config.budget_minutes * 60 - self.elapsed_s() - self.retime_reserve_s()
-        per_eval_s = sum(walls) / len(walls) / max(1, len(getattr(self.engine, "devices", None) or [None]))
-        return max(1, int(left_s // per_eval_s))
+        return sum(walls) / len(walls) / max(1, len(getattr(self.engine, "devices", None) or [None]))
 
     def out_of_time(self) -> bool:
-        return self.config.budget_minutes is not None \
-            and self.elapsed_s() + self.retime_reserve_s() > self.config.budget_minutes * 60
+        """No time left for one more evaluation beside what finishing the run will take."""
+        if self.config.budget_minutes is None:
+            return False
+        left_s = self.config.budget_minutes * 60 - self.elapsed_s() - self.retime_reserve_s()
+        return left_s < (self.per_eval_s() or 0.0) or left_s <= 0
 
     def spend(self, phase: str, since: float) -> None:
         """Record the seconds since `since` as spent on `phase` (the report's split of the run's time)."""
