@@ -148,15 +148,12 @@ def test_a_kernel_that_skips_work_when_timed_fails(name, reason):
     assert evs[1].failure is None and evs[1].timing is not None
 
 
-def test_a_helper_that_fills_the_output_slot_after_the_copy_fails_verification(tmp_path):
+def test_a_helper_that_fills_the_output_slot_after_the_copy_fails_verification():
     """A kernel that returns garbage on every call while a process it forked writes the right
     outputs into the arena's slot after the runner's copy: the trial's digest of what the call
     returned does not match the slot, so it fails verification however the race goes."""
-    src = (ATT / "slot_filler.py").read_text()
-    assert "\nALWAYS = False\n" in src
-    always = tmp_path / "slot_filler_always.py"
-    always.write_text(src.replace("\nALWAYS = False\n", "\nALWAYS = True\n"))
-    evs = evaluate(load_problem(PROBLEM), [load_candidate(always), load_candidate(ATT / "ok.py")], time=False, timeout_s=60)
+    evs = evaluate(load_problem(PROBLEM), [load_candidate(ATT / "slot_filler_always.py"), load_candidate(ATT / "ok.py")],
+                   time=False, timeout_s=60)
     assert evs[0].failure is not None and evs[0].failure.reason == "incorrect", evs[0].failure
     # Caught by the digest when the helper wrote the slot after the copy, else judged on the
     # garbage the call returned: never a pass, whichever way the race went.

@@ -82,14 +82,11 @@ def test_skipping_work_when_timed_is_timing_mismatch(name):
     assert evs[1].failure is None and evs[1].timing is not None
 
 
-def test_a_thread_that_fills_the_output_slot_fails_verification(tmp_path):
+def test_a_thread_that_fills_the_output_slot_fails_verification():
     """Garbage on every call while a thread of the candidate keeps the right outputs in the GPU
     arena's slot: the runner's keyed device digest of what the call returned differs from the slot."""
-    src = (ATT / "slot_filler.py").read_text()
-    always = tmp_path / "slot_filler_always.py"
-    always.write_text(src.replace("\nALWAYS = False\n", "\nALWAYS = True\n"))
     evs = evaluate(load_problem(ATT / "problem.py", {"N": "1048576"}),
-                   [load_candidate(always), load_candidate(ATT / "ok.py")], time=False, timeout_s=120)
+                   [load_candidate(ATT / "slot_filler_always.py"), load_candidate(ATT / "ok.py")], time=False, timeout_s=120)
     assert evs[0].failure is not None and evs[0].failure.reason == "incorrect", evs[0].failure
     # Caught by the digest when the helper wrote the slot after the copy, else judged on the
     # garbage the call returned: never a pass, whichever way the race went.
