@@ -53,3 +53,24 @@ def test_cpu_digest_is_sha256_of_the_bytes():
 
     t = torch.arange(10, dtype=torch.int32)
     assert arena.output_digest(t, 99) == hashlib.sha256(t.numpy().tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("t", [torch.randn(9, dtype=torch.float16)[1:], torch.arange(9, dtype=torch.int8)[3:],
+                               torch.randn(5, dtype=torch.complex64).conj()],
+                         ids=["half-offset-2-bytes", "int8-offset-3", "conjugate-view"])
+def test_digests_take_an_output_that_is_a_slice_or_a_conjugate_view(small_table, t):
+    # An honest kernel may return a slice of a 1- or 2-byte buffer (a storage offset that is not a
+    # multiple of 4 bytes) or a conjugate view: both are copied into the slot fine, and the digests
+    # must read them as their values, like the verifier reads the slot.
+    plain = t.resolve_conj().clone()
+    assert arena._device_fingerprint(t, 4) == arena._device_fingerprint(plain, 4)
+    assert arena.output_digest(t, 4) == arena.output_digest(plain, 4)
+
+
+def test_fingerprint_tells_a_flipped_sign_bit_in_every_word(small_table):
+    # A change of 2^31 in an int32 word (a float32's sign) vanishes under an even weight.
+    t = torch.randn(64 * 2 + 5)
+    for i in range(t.numel()):
+        u = t.clone()
+        u[i] = -u[i]
+        assert arena._device_fingerprint(u, 7) != arena._device_fingerprint(t, 7), i

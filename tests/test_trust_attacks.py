@@ -180,6 +180,21 @@ def test_replacing_the_running_guard_itself_is_tampering():
     assert "Guard.changed" in ev.failure.message and "time.perf_counter" in ev.failure.message
 
 
+@pytest.mark.parametrize("owner, attr", [("kernelopt.harness.runner.Runner", "_collect_outputs"),
+                                         ("kernelopt.harness.runner", "_bytes"),
+                                         ("torch.cuda.Stream", "synchronize"), ("torch.Tensor", "zero_")])
+def test_the_guard_sees_a_replaced_hook_between_timed_calls(monkeypatch, owner, attr):
+    """What the runner calls after a timed call's end event and before the next call's start event
+    (keeping its outputs, the timed stream's synchronize, the L2 flush): a replacement could run the
+    call's real work there, on the timed stream, unseen by the events."""
+    from kernelopt.harness.runner import Guard, _resolve
+
+    guard = Guard()
+    assert guard.changed() == []
+    monkeypatch.setattr(_resolve(owner), attr, lambda *a, **k: None)
+    assert f"{owner}.{attr}" in guard.changed()
+
+
 def test_the_interpreter_time_is_the_verifiers_clock():
     """Even a fake clock the guard misses cannot shorten a time: the runner holds no clock."""
     from kernelopt.harness.timing import INTERPRETER_METHOD

@@ -71,7 +71,7 @@ def output_digest(t: Any, key: int = 0) -> str:
         return _device_fingerprint(t, key)
     import hashlib
 
-    raw = t.detach().contiguous().reshape(-1)
+    raw = _plain(t).reshape(-1)
     return hashlib.sha256(raw.view(torch_dtype_of("uint8")).numpy().tobytes()).hexdigest()
 
 
@@ -82,15 +82,27 @@ _FINGERPRINT_WORDS = 1 << 20
 _FINGERPRINT_ROWS_PER_STEP = 64  # 256 MiB of int32 temporaries at a time, whatever the output's size
 
 
+def _plain(t: Any) -> Any:
+    """`t`'s values as a contiguous tensor that can be viewed as bytes: a conjugate or negative view
+    resolved (a byte view refuses them), and a copy where the storage offset is not a multiple of 4
+    bytes (a slice of a 1- or 2-byte tensor; the int32 view of the fingerprint refuses it)."""
+    out = t.detach().resolve_conj().resolve_neg().contiguous()
+    if out.storage_offset() * out.element_size() % 4:
+        out = out.clone()
+    return out
+
+
 def _device_fingerprint(t: Any, key: int) -> str:
     import torch
 
-    raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    raw = _plain(t).reshape(-1).view(torch.uint8)
     n = raw.numel()
     gen = torch.Generator(device=raw.device)
     gen.manual_seed(key & 0x7FFF_FFFF_FFFF_FFFF)
+    # Odd weights: an even weight w would hide a change of 2^31 in its word (w * 2^31 wraps to 0
+    # in int32 -- a float32's sign bit), and 2^30 for w = 2 mod 4, ...; an odd one hides none.
     table = torch.randint(-(1 << 31), (1 << 31) - 1, (_FINGERPRINT_WORDS,), dtype=torch.int32,
-                          device=raw.device, generator=gen)
+                          device=raw.device, generator=gen).bitwise_or_(1)
     words = raw[: n // 4 * 4].view(torch.int32)
     rows = words.numel() // _FINGERPRINT_WORDS
     total = torch.zeros((), dtype=torch.int64, device=raw.device)
