@@ -181,7 +181,7 @@ def test_replacing_the_running_guard_itself_is_tampering():
 
 
 @pytest.mark.parametrize("owner, attr", [("kernelopt.harness.runner.Runner", "_collect_outputs"),
-                                         ("kernelopt.harness.runner", "_bytes"),
+                                         ("kernelopt.harness.runner", "_bytes"), ("kernelopt.harness.runner", "_describe"),
                                          ("torch.cuda.Stream", "synchronize"), ("torch.Tensor", "zero_")])
 def test_the_guard_sees_a_replaced_hook_between_timed_calls(monkeypatch, owner, attr):
     """What the runner calls after a timed call's end event and before the next call's start event

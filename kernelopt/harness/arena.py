@@ -79,7 +79,9 @@ def output_digest(t: Any, key: int = 0) -> str:
 # and the row sums by their odd row number, in wrapping integer arithmetic (deterministic: integer
 # sums do not depend on the order of the reduction).
 _FINGERPRINT_WORDS = 1 << 20
-_FINGERPRINT_ROWS_PER_STEP = 64  # 256 MiB of int32 temporaries at a time, whatever the output's size
+# 64 rows a step, whatever the output's size: a 256 MiB int32 product and the 512 MiB int64 copy
+# of it that `sum(dtype=torch.int64)` makes (seen with torch's profiler on the CPU).
+_FINGERPRINT_ROWS_PER_STEP = 64
 
 
 def _plain(t: Any) -> Any:

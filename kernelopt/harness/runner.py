@@ -58,7 +58,7 @@ _GUARDED = (
     ("kernelopt.harness.runner.Runner", "call"), ("kernelopt.harness.runner.Runner", "_poison_returned"),
     ("kernelopt.harness.runner.Runner", "health"), ("kernelopt.harness.runner.Runner", "_copy_out"),
     ("kernelopt.harness.runner.Runner", "_after_timed_call"), ("kernelopt.harness.runner.Runner", "_collect_outputs"),
-    ("kernelopt.harness.runner", "_bytes"),
+    ("kernelopt.harness.runner", "_bytes"), ("kernelopt.harness.runner", "_describe"),
     # Called between a timed call's end event and the next call's start event (the stream's
     # synchronize, the L2 flush): a replacement runs work there that no event sees.
     ("torch.cuda.Stream", "synchronize"), ("torch.Tensor", "zero_"),
