@@ -318,6 +318,18 @@ def test_sandbox_keeps_a_root_candidate_from_the_judge(monkeypatch):
     assert evs[1].failure.reason == "incorrect" and "blocked" in (evs[1].failure.stderr or "")
 
 
+def test_a_sandboxed_candidate_cannot_have_the_live_arena_removed_with_its_runner_dir(monkeypatch):
+    """The arena's dir is read-only to the runner (only the arena's file is writable): a candidate
+    that could rewrite the dir's owner mark would have the verifier's live arena removed with its
+    own runner dir, and the candidates after it crash at their runner's start."""
+    _need_sandbox()
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", "/dev/stderr")
+    evs = evaluate(load_problem(PROBLEM), _cands("arena_unlink.py", "ok.py", "ok.py"), time=False, timeout_s=60,
+                   isolate="sandbox")
+    # The attack swallows its blocked writes: it is right, and so are the two after it.
+    assert [e.passed for e in evs] == [True, True, True], [e.failure for e in evs]
+
+
 def test_sandbox_view_is_read_only_without_network_and_pids(tmp_path, monkeypatch):
     _need_sandbox()
     victim = tmp_path / "victim.txt"

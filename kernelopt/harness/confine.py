@@ -4,7 +4,7 @@
 under `unshare --user --map-root-user --mount --net [--pid --fork --mount-proc]`. It runs as
 root of a fresh user namespace (no rights outside it) and, before any candidate code exists:
 
-1. bind-mounts each WRITABLE directory (the runner's private dir, the arena's) onto itself;
+1. bind-mounts each WRITABLE path (the runner's private dir, the arena's file) onto itself;
 2. remounts every other mount read-only (a read-only view of the user's files), except /proc,
    /sys and /dev with its device nodes (a GPU must stay reachable); /dev/shm is read-only too,
    but for the arena; on a GPU /dev/shm is a private tmpfs instead (`private_shm`): empty with the

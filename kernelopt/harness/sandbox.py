@@ -498,7 +498,7 @@ SHM_DIR = "/dev/shm"
 # The owner record in a dir's name, just before mkdtemp's random part (letters, digits, '_'):
 # `<prefix><pid>.<start>.<pidns>-<random>`. In the name, not in a file inside: written in the same
 # mkdir that makes the dir (no dir without its record, even after a SIGKILL), and out of reach of a
-# sandboxed candidate, which can write into its own dir and its arena's but rename neither.
+# sandboxed candidate, which can write into its own dir and its arena's file but rename neither.
 _RECORD = re.compile(r"-(\d+)\.(\d+)\.(\d+)-[a-z0-9_]+\Z")
 _self_record: tuple[int, str | None] | None = None  # (pid, record): per process, renewed after a fork
 
@@ -636,7 +636,8 @@ ALSO_REMOVE = ".kernelopt-also-remove"
 _ALSO_PREFIXES = (ARENA_PREFIX,)
 # In an attached dir: the sandbox dir it goes with. A candidate can write an ALSO_REMOVE list into
 # its own (writable) dir; only dirs that name that dir here go with it, and a sandboxed candidate
-# cannot write this file into another run's arena (read-only to it), so it cannot have them removed.
+# cannot write this file into any arena's dir (read-only to it: only the arena's file is writable,
+# worker.start_runner), so it cannot have them removed.
 OWNER_MARK = ".kernelopt-owner"
 
 

@@ -231,7 +231,10 @@ class Verifier:
             tmp = make_tmpdir("runner")
             argv = [sys.executable, "-m", "kernelopt.harness.runner", str(to_runner_r), str(from_runner_w)]
             if self.cfg.isolate == "sandbox":
-                writable = [str(tmp)] + ([os.path.dirname(self.arena.spec.path)] if self.arena.spec.path else [])
+                # The arena's file, not its dir: a runner that could write the dir could rewrite its
+                # owner mark and list the dir in its own ALSO_REMOVE, and the removal of the runner's
+                # dir would take the verifier's live arena with it (every later runner fails to start).
+                writable = [str(tmp)] + ([self.arena.spec.path] if self.arena.spec.path else [])
                 # On a GPU the runner's /dev/shm is its own, with this process's CUDA IPC files in it.
                 writable += self.arena.ipc_files()
                 argv = sandbox_argv(argv, writable=writable, device=self.device,
