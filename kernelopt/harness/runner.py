@@ -221,11 +221,13 @@ class Runner:
             return info
         from kernelopt.harness.arena import output_digest
 
-        self.arena.view(spec.slot).copy_(out)
+        slot = self.arena.view(spec.slot)
+        slot.copy_(out)
         info.copied = True
         # Of what the call returned (this process's memory), not of the slot: bytes put into the
-        # slot after this copy, by anything the candidate started, are told from the call's.
-        info.digest = output_digest(out, self.init.digest_key)
+        # slot after this copy, by anything the candidate started, are told from the call's. On the
+        # slot's device, so a CPU tensor returned for a GPU problem gets the digest the verifier takes.
+        info.digest = output_digest(out if out.device == slot.device else out.to(slot.device), self.init.digest_key)
         return info
 
     def time(self, req: TimeRequest) -> RunnerReply:
