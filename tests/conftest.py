@@ -25,6 +25,18 @@ if shutil.which("nvidia-smi") is None:
 os.environ.setdefault("KERNELOPT_DB", os.path.join(os.path.dirname(__file__), ".pytest-experience.db"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# The signal tests send SIGINT, SIGTERM and SIGHUP to kernelopt and expect the default handling.
+# A run started in the background without job control (`nohup pytest ... &`) inherits SIGINT,
+# SIGQUIT and SIGHUP ignored, and an ignored signal stays ignored in every child it starts: the
+# commands under test would then honestly ignore the signals the tests send. Give them back.
+import signal  # noqa: E402
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+for _sig in (signal.SIGHUP, signal.SIGQUIT):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL)
+
 
 def load_script(path: Path, name: str | None = None, *, register: bool = False) -> ModuleType:
     """A script of benchmarks/ (not a package) loaded as a module; `register` puts it in sys.modules
