@@ -47,6 +47,7 @@ _GUARDED = (
     ("kernelopt.harness.poison", "fill_poison"), ("kernelopt.harness.binding", "as_outputs"),
     ("kernelopt.harness.binding.Prepared", "bound_call"), ("kernelopt.harness.arena.Arena", "view"),
     ("kernelopt.harness.arena", "output_digest"), ("kernelopt.harness.arena", "_device_fingerprint"),
+    ("kernelopt.harness.arena", "_plain"),
     # What the digest of a copied output computes with (arena.output_digest).
     ("torch", "randint"), ("torch", "Generator"), ("torch", "zeros"), ("torch", "arange"),
     ("torch.Tensor", "sum"), ("torch.Tensor", "item"), ("torch.Tensor", "__mul__"), ("torch.Tensor", "__iadd__"),
@@ -322,8 +323,10 @@ class Runner:
 def _bytes(t: Any) -> Any:
     import torch
 
+    from kernelopt.harness.arena import _plain
+
     # Flatten before the byte view: viewing an N-d tensor as uint8 only widens its last dimension.
-    return t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
+    return _plain(t).reshape(-1).view(torch.uint8)
 
 
 def _describe(out: Any) -> OutputInfo:
