@@ -122,7 +122,7 @@ class Loop:
         earlier processes of the run recorded."""
         return self.spent_before + time.monotonic() - self.started
 
-    def retime_reserve_s(self) -> float:
+    def finish_reserve_s(self) -> float:
         """What finishing the run will take once the search stops, kept back from the time budget:
         the interleaved re-timing (two timings of each of the best few and v0, one after another),
         the winner's verification once more, and its checks at the problem's other shapes (an
@@ -159,10 +159,16 @@ class Loop:
         the time already spent, never in the per-evaluation figure (the worker starts its first
         runner before the first candidate), and the final re-timing's share is kept back."""
         per_eval_s = self.per_eval_s()
-        if self.config.budget_minutes is None or per_eval_s is None:
+        left_s = self.time_left_s()
+        if left_s is None or per_eval_s is None:
             return None
-        left_s = self.config.budget_minutes * 60 - self.elapsed_s() - self.retime_reserve_s()
         return max(1, int(left_s // per_eval_s))
+
+    def time_left_s(self) -> float | None:
+        """The time budget left for the search: what finishing will take is kept back. None without one."""
+        if self.config.budget_minutes is None:
+            return None
+        return self.config.budget_minutes * 60 - self.elapsed_s() - self.finish_reserve_s()
 
     def per_eval_s(self) -> float | None:
         """The mean wall time of an evaluation so far, spread over the engine's workers."""
@@ -173,10 +179,8 @@ class Loop:
 
     def out_of_time(self) -> bool:
         """No time left for one more evaluation beside what finishing the run will take."""
-        if self.config.budget_minutes is None:
-            return False
-        left_s = self.config.budget_minutes * 60 - self.elapsed_s() - self.retime_reserve_s()
-        return left_s < (self.per_eval_s() or 0.0) or left_s <= 0
+        left_s = self.time_left_s()
+        return left_s is not None and (left_s <= 0 or left_s < (self.per_eval_s() or 0.0))
 
     def spend(self, phase: str, since: float) -> None:
         """Record the seconds since `since` as spent on `phase` (the report's split of the run's time)."""
