@@ -482,7 +482,7 @@ class BlockProgramAxis:
         if not call.args:
             return "takes no positional input"
         src = p.src
-        axis = call.args[1] if len(call.args) > 1 else next((kw.value for kw in call.keywords if kw.arg == "axis"), None)
+        axis = call_arg(call, 1, "axis")
         if len(call.args) > 2 or any(kw.arg not in ("axis", "keep_dims", "dtype", "tie_break_left")
                                      for kw in call.keywords):
             return "takes arguments this rewrite does not read"
@@ -534,7 +534,7 @@ class BlockProgramAxis:
     def _widened(p: Parsed, value: ast.AST, param: str, rank: int, tl: str) -> str | None:
         """`value` with the leading (param,) dimension: tl.zeros/tl.full of a tuple shape, or a number."""
         if isinstance(value, ast.Call) and p.al.tl_attr(value.func) in ("zeros", "full"):
-            shape = value.args[0] if value.args else next((kw.value for kw in value.keywords if kw.arg == "shape"), None)
+            shape = call_arg(value, 0, "shape")
             if not isinstance(shape, (ast.Tuple, ast.List)) or len(shape.elts) > rank:
                 return None
             dims = [param, *["1"] * (rank - len(shape.elts)), *(text(p, e) for e in shape.elts)]

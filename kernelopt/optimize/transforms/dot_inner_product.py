@@ -30,6 +30,7 @@ from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
 from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
+    call_arg,
     kernel_sites,
     parse_for_apply,
     text,
@@ -55,7 +56,7 @@ def _expand_dims(node: ast.AST) -> tuple[ast.AST, int] | None:
 
 
 def _axis(call: ast.Call) -> int | None:
-    arg = call.args[1] if len(call.args) > 1 else next((kw.value for kw in call.keywords if kw.arg == "axis"), None)
+    arg = call_arg(call, 1, "axis")
     if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub) and isinstance(arg.operand, ast.Constant):
         v = -arg.operand.value
     elif isinstance(arg, ast.Constant) and type(arg.value) is int:

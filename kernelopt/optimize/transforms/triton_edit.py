@@ -133,7 +133,7 @@ def call_arg(call: ast.Call, pos: int, name: str) -> ast.AST | None:
 
 def axis_of(call: ast.Call) -> int | None:
     """The constant axis of `tl.program_id(axis)` / `tl.num_programs(axis)`; None when computed."""
-    arg = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "axis"), None)
+    arg = call_arg(call, 0, "axis")
     if isinstance(arg, ast.Constant) and type(arg.value) is int:
         return arg.value
     return None
