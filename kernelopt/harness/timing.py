@@ -9,7 +9,10 @@ measured the same way:
 * the L2 cache flushed before every timed call by writing a buffer of at least
   twice the device's L2 size (outside the events, so the flush is not timed);
 * a device-wide `torch.cuda.synchronize()` after each call, so work a candidate
-  puts on other streams has finished before the next sample starts;
+  puts on other streams has finished before the next sample starts. How long that
+  synchronize waits once the timed stream is done is recorded (`trailing_us`): work
+  left running on another stream is work the events did not see, and `hidden_work`
+  says when there is too much of it to be noise;
 * a launch guard: a GPU busy-wait (`torch.cuda._sleep`) queued before the start
   event, sized from the host time the call takes to enqueue its work, so the
   start event fires only once the call's kernels are already queued. Without it
@@ -72,6 +75,11 @@ METHOD = method_text()
 # The launch guard's busy-wait: LAUNCH_GUARD_FACTOR x the 90th percentile of the host
 # enqueue times seen so far, plus a margin, at most LAUNCH_GUARD_CAP_US (it costs wall
 # time on every call, never measured time).
+# `hidden_work`: the device may stay busy after the timed stream ends for at most this long,
+# plus this fraction of the median, before the call counts as hiding work from the events.
+HIDDEN_WORK_SLACK_US = 20.0
+HIDDEN_WORK_FRACTION = 0.05
+
 LAUNCH_GUARD_FACTOR = 2.0
 LAUNCH_GUARD_MARGIN_US = 20.0
 LAUNCH_GUARD_CAP_US = 5000.0
@@ -84,6 +92,7 @@ def summarize(
     l2_flush_bytes: int = 0,
     method: str = METHOD,
     launch_guard_us: float = 0.0,
+    trailing_us: float = 0.0,
 ) -> TimingStats:
     """Statistics of per-call times in milliseconds.
 
@@ -115,7 +124,21 @@ def summarize(
         l2_flush_bytes=l2_flush_bytes,
         method=method,
         launch_guard_us=launch_guard_us,
+        trailing_us=trailing_us,
     )
+
+
+def hidden_work(stats: TimingStats) -> str | None:
+    """Why a GPU time leaves work out, or None: the device stayed busy after the timed stream
+    had ended (`trailing_us`) for longer than noise allows. A kernel that queues its work on a
+    stream of its own and returns at once is timed as an empty stream; correct code joins its
+    side streams back into the current stream, where the events see them."""
+    allowed = HIDDEN_WORK_SLACK_US + HIDDEN_WORK_FRACTION * stats.median_ms * 1000.0
+    if stats.trailing_us <= allowed:
+        return None
+    return (f"the GPU stayed busy {stats.trailing_us:.4g} us after each timed call's stream had ended "
+            f"(median; the call itself measured {stats.median_ms * 1000.0:.4g} us): work on another stream, "
+            "which the timing does not see -- join side streams back into the current stream")
 
 
 def launch_guard_us(host_us: Sequence[float]) -> float:
@@ -187,9 +210,9 @@ def time_callable(
 ) -> TimingStats:
     """Time `fn()` on a CUDA device; see the module docstring for the method.
 
-    `after_call(result)` runs after each call, outside the timed events, once the timed stream is
-    done and before the device-wide synchronize (the runner keeps or poisons a timed call's
-    outputs there, so timed calls can be judged on what the timed stream computed).
+    `after_call(result)` runs after each call, outside the timed events, once the device is idle
+    (the runner keeps or poisons a timed call's outputs there, so timed calls are judged).
+    How long the device stayed busy after the timed stream ended is `trailing_us`.
 
     `min_ms` counts measured (event) time, not wall time, so a short kernel gets
     more samples. `max_calls` bounds the number of timed calls for very short
@@ -222,7 +245,9 @@ def time_callable(
         sleep = getattr(torch.cuda, "_sleep", None) if launch_guard else None
         cycles_per_us = _sleep_cycles_per_us(sleep, start_evt, end_evt, dev) if sleep else 0.0
         host_us: list[float] = []
+        trailing: list[float] = []
         guard_us = 0.0
+        idle_sync_us = _idle_sync_us(dev)
 
         def one_call() -> float:
             nonlocal guard_us
@@ -234,14 +259,14 @@ def time_callable(
             result = fn()
             host = (time.perf_counter() - t0) * 1e6
             end_evt.record()
-            if after_call is not None:
-                # The outputs are kept as the timed stream left them, before the device-wide
-                # synchronize: work the call left running on another stream, which the events do
-                # not see, has not written them yet (a kernel that hides its work from the timer
-                # on a side stream is judged on what its timed stream returned).
-                torch.cuda.current_stream(dev).synchronize()
-                after_call(result)
+            torch.cuda.current_stream(dev).synchronize()
+            # Whatever the device still runs now is work the events did not see (another stream).
+            t1 = time.perf_counter()
             torch.cuda.synchronize(dev)
+            trailing.append(max(0.0, (time.perf_counter() - t1) * 1e6 - idle_sync_us))
+            if after_call is not None:
+                after_call(result)
+                torch.cuda.synchronize(dev)
             del result
             # The first call may compile for seconds: it must not size the guard.
             host_us.append(host)
@@ -266,6 +291,8 @@ def time_callable(
         l2_flush_bytes=flush_bytes,
         method=method_text(flush_l2, sleep is not None),
         launch_guard_us=guard_us if sleep is not None else 0.0,
+        # The first call may compile, and its allocations may still be settling.
+        trailing_us=statistics.median(trailing[1:] or trailing),
     )
     return mark_raced(stats, samples, race_against_ms, race_after)
 
@@ -278,6 +305,19 @@ def mark_raced(stats: TimingStats, samples: Sequence[float], race_against_ms: fl
     # The fastest call only gets faster as calls are added: clearly slower now means it stopped there.
     return stats.model_copy(update={"race_against_ms": race_against_ms,
                                     "raced_out": clearly_slower(samples, race_against_ms, after)})
+
+
+def _idle_sync_us(dev: Any, calls: int = 21) -> float:
+    """What one device-wide synchronize of the idle device costs the host (median, microseconds)."""
+    import torch
+
+    torch.cuda.synchronize(dev)
+    costs = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        torch.cuda.synchronize(dev)
+        costs.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(costs)
 
 
 def _sleep_cycles_per_us(sleep: Callable[[int], None], start: Any, end: Any, dev: Any) -> float:

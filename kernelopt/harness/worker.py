@@ -562,7 +562,7 @@ class Verifier:
         return verdict
 
     def _time(self, req: EvaluateRequest, ev: Evaluation, deadline: float) -> RunnerReply:
-        from kernelopt.harness.timing import gpu_lock, speedup
+        from kernelopt.harness.timing import gpu_lock, hidden_work, speedup
 
         self.progress(req.index, "timing")
         # Two cases on the CPU: timed calls alternate between them, so a result cached from the
@@ -592,6 +592,10 @@ class Verifier:
             ev.failure = Failure(reason="timing_mismatch", stage="time",
                                  message="correct when verified, but a timed call computed something else: "
                                  + (verdict.message or ""))
+            return last
+        hidden = hidden_work(stats) if self.cuda else None
+        if hidden is not None:
+            ev.failure = Failure(reason="timing_mismatch", stage="time", message=hidden)
             return last
         if stats.raced_out:
             # Clearly slower than the beam (racing): partly timed, never verified, never promoted.

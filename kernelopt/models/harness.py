@@ -122,6 +122,10 @@ class TimingStats(Model):
     launch_guard_us: float = Field(
         0.0, description="GPU busy-wait queued before each timed call so host enqueue time is not measured (0: none)"
     )
+    trailing_us: float = Field(
+        0.0, description="median time the device stayed busy after a timed call's end event had fired, beyond "
+                         "what synchronizing an idle device costs: work left on another stream, which the events "
+                         "do not see (0 on the CPU)")
     race_against_ms: float | None = Field(
         None, description="racing: the time the candidate had to beat (the beam's worst member's upper bound)")
     raced_out: bool = Field(
