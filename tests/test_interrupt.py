@@ -149,3 +149,18 @@ def test_the_interrupt_ends_with_its_command_however_the_command_ends():
                 pass
             raise SystemExit(0)  # click's ctx.exit after the swallowed interrupt
     assert interrupted_by() is None
+
+
+def test_the_reaper_marks_the_interrupt_before_it_kills_the_children(monkeypatch):
+    """A suite runs one problem per GPU on threads; the reaper kills every engine on a signal. A
+    problem whose engine died while the interrupt was not yet marked was written to suite.jsonl as
+    finished (4 H200s, 2026-11-27): the mark must come first."""
+    from kernelopt.errors import interrupted_by
+    from kernelopt.harness import sandbox
+
+    seen: list[int | None] = []
+    monkeypatch.setattr(sandbox, "_installed_pid", os.getpid())
+    monkeypatch.setattr(sandbox, "kill_descendants", lambda: seen.append(interrupted_by()))
+    monkeypatch.setitem(sandbox._prev_handlers, signal.SIGTERM, lambda signum, frame: None)
+    sandbox._on_signal(signal.SIGTERM, None)
+    assert seen == [signal.SIGTERM]

@@ -280,3 +280,15 @@ def test_a_hint_moves_its_knob_to_one_value_before_the_coordinate_moves(tmp_path
     assert [p.extra["phase"] for p in props[1:4]] == ["coordinate"] * 3
     later = [p for p in props if p.extra["phase"] == "hint" and p.extra["changes"] == {"num_warps": 16}]
     assert later and props.index(later[0]) > max(i for i, p in enumerate(props) if p.extra["phase"] == "coordinate")
+
+
+def test_a_transforms_own_parameter_hint_moves_no_other_tile(tmp_path: Path) -> None:
+    """block-program-axis hints BLOCK_PID (the parameter its transform adds). The fixture has no such
+    knob, so the hint moves nothing: the tiles are searched from their own directions (upwards first).
+    On an H200 that hint once moved gelu's elementwise BLOCK 128 -> 16 and its search downwards."""
+    run = Run(tmp_path, bowl, recs=["block-program-axis"])
+    props = run.step(1)
+    assert all(p.strategy != "block-program-axis" for p in props)
+    assert props[0].change == "BLOCK_M 128 -> 256"
+    # "BLOCK_*" in a pack still means every tile dimension.
+    assert Run(tmp_path, bowl, recs=["larger-tiles-for-reuse"]).step(1)[0].change == "BLOCK_M 128 -> 256"

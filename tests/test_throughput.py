@@ -403,3 +403,68 @@ def test_bench_verify_checks_as_check_does_in_the_same_engine(monkeypatch: pytes
     bench_mod.bench_many(problem, [cand], verify=True)
     bench_mod.bench_many(problem, [cand])
     assert [(e["trials"], e["verify"]) for e in engines] == [(3, True), (1, False)]
+
+
+class GpuClockEngine(ClockEngine):
+    """ClockEngine on a (pretend) GPU: its beam members are profiled with ncu, which the test fakes."""
+
+    def __init__(self, *args: Any, ms: float | None = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.devices = ["cuda:0"]
+        self.fixed_ms = ms
+
+    def ms_of(self, cand: Candidate) -> float:
+        return self.fixed_ms if self.fixed_ms is not None else super().ms_of(cand)
+
+
+def _run_with_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, profile_s: float,
+                       ms: float | None = None) -> tuple[Any, list[str], list[dict[str, Any]]]:
+    import types
+
+    import kernelopt.harness.evaluate as evaluate_mod
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(loop_mod.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: GpuClockEngine(
+        problem, clock, start_s=20.0 if kw.get("baselines") else 5.0, baselines_s=15.0 if kw.get("baselines") else 0.0,
+        eval_s=5.0, ms=ms))
+    profiled: list[str] = []
+
+    def fake_profile(problem: Any, cand: Any, out_dir: Path, device: str, **_: Any) -> tuple[Any, Any, Any]:
+        from kernelopt.models.metrics import Metrics
+
+        clock["now"] += profile_s
+        profiled.append(out_dir.parent.name)
+        return types.SimpleNamespace(metrics=Metrics(source="ncu", combined={"dram_throughput_pct": 50.0}),
+                                     profiler="ncu", failure=None, notes=[]), None, None
+
+    monkeypatch.setattr(loop_mod, "profile_version", fake_profile)
+    state = loop_mod.optimize(problem_path=MATVEC / "problem.py", kernel_path=MATVEC / "kernel.py",
+                              run_dir=tmp_path / "run", overrides={"M": "64", "K": "256"}, optimizer="knobs",
+                              budget_minutes=2.0, rounds=8, beam=1, proposals_per_member=4, profile=True,
+                              experience=False)
+    return state, profiled, _events(tmp_path / "run")
+
+
+def test_profiling_never_takes_more_than_half_the_time_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two minutes; each profile costs 30 s. v0 is profiled (estimated at the engine's start plus
+    ncu's cost, 8 s, against 35 s: half the 70 s left); once one profile measured 30 s, a new beam
+    member is profiled only while half the time left covers that: the search gets the time."""
+    state, profiled, events = _run_with_profiles(tmp_path, monkeypatch, profile_s=30.0)
+    assert profiled == ["v0"]
+    assert state.spent["profiling"] == pytest.approx(30.0)
+    # v0 ends at 25 s, its profile at 55 s; 25 s are kept back for finishing: 40 s of search at
+    # 5 s each. Profiling every new leader (30 s each) would have left room for 2 evaluations.
+    assert sum(1 for e in events if e["type"] == "evaluated") == 1 + 8
+    assert sum(state.spent.values()) <= 120.0 + 1e-6
+
+
+def test_a_slow_kernel_is_searched_not_profiled_under_a_tight_budget(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 400 ms kernel: its profile is estimated at 5 s + 3 s + 150 calls (68 s), more than half the
+    70 s left after v0 (the suite's conv3d on an H200 spent 66 s of its two minutes profiling v0 and
+    evaluated nothing else). The search runs on without a diagnosis."""
+    state, profiled, events = _run_with_profiles(tmp_path, monkeypatch, profile_s=66.0, ms=400.0)
+    assert profiled == []
+    assert "profiling" not in state.spent
+    assert sum(1 for e in events if e["type"] == "evaluated") > 1

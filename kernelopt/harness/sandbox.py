@@ -1104,6 +1104,12 @@ def _at_exit() -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    from kernelopt.errors import mark_interrupted
+
+    # Marked before the children die: other threads (a suite's problems, one per GPU) see their
+    # engines die at once and must not record what that made as a result (`interrupted_by`). On
+    # 4 H200s two problems killed this way were written to suite.jsonl as finished, unretimed.
+    mark_interrupted(signum)
     if _installed_pid == os.getpid():
         kill_descendants()
     prev = _prev_handlers.get(signum, signal.SIG_DFL)

@@ -27,6 +27,14 @@ from kernelopt.problem import normalized_source_hash
 # A change counts as faster / slower beyond this relative difference of medians.
 SAME_BAND = 0.02
 RETIME_TOP = 3
+# A profile's cost before any was measured: a profiling child starts like an engine, ncu adds about
+# PROFILE_NCU_S, and the kernel runs about PROFILE_CALLS times (its replay passes, several of them
+# instrumented). On an H200 the suite's conv3d (397 ms a call) took 66 s to profile, 150 calls' worth.
+PROFILE_NCU_S = 3.0
+PROFILE_CALLS = 150
+# With a time budget, a beam member is profiled only if its profile's estimated cost is at most this
+# share of the time left: under a tight budget evaluations are worth more than another diagnosis.
+PROFILE_SHARE = 0.5
 # Strategies asked of the recommend stage for each beam member.
 RECOMMENDATIONS = 12
 
@@ -61,6 +69,7 @@ class Loop:
         self.rundir = rundir
         self.check_shapes = check_shapes  # verify the winner at the problem's SMALL and ragged shapes
         self._other_shapes: int | None = None  # how many: counted once, for the finish's time reserve
+        self._unprofiled: set[str] = set()  # beam members left unprofiled for the budget (said once)
         self.timeout_s = timeout_s
         self.problem = problem
         self.config = config
@@ -255,10 +264,45 @@ class Loop:
         # A version whose profile failed is not profiled again: its failure is recorded (the reason).
         todo = [vid for vid in self.state.beam if self.state.versions[vid].diagnosis is None
                 and self.state.versions[vid].metrics is None and self.state.versions[vid].profile_failure is None]
+        profiled = False
         for vid in todo:
+            if not self.profile_fits(vid):
+                continue
             self.profile_one(vid)
-        if todo:
+            profiled = True
+        if profiled:
             self.spend("profiling", since)
+
+    def profile_cost_s(self, vid: str) -> float:
+        """What profiling `vid` is expected to take: the mean of this run's profiles so far, or before
+        any, a profiling child's start (the engine's, measured) plus ncu's own cost plus the kernel's
+        replays at its measured median; whichever is larger."""
+        version = self.state.versions[vid]
+        engine_start = self.state.spent.get("startup", 0.0) / max(1, self.state.resumes + 1)
+        estimate = engine_start + PROFILE_NCU_S + PROFILE_CALLS * (version.median_ms or 0.0) / 1000.0
+        done = [v for v in self.state.versions.values()
+                if v.metrics is not None or v.diagnosis is not None or v.profile_failure is not None]
+        spent = self.state.spent.get("profiling", 0.0)
+        if done and spent > 0:
+            estimate = max(estimate, spent / len(done))
+        return estimate
+
+    def profile_fits(self, vid: str) -> bool:
+        """Whether profiling `vid` (with ncu, on a GPU) fits the time budget: at most PROFILE_SHARE of
+        the time left. Without a time budget, or for the CPU's static diagnosis (no kernel runs),
+        always. On an H200 the 2-minute suite run of conv3d spent 66 s of its 120 profiling v0 and had
+        no time left for a single proposal."""
+        left_s = self.time_left_s()
+        if left_s is None or not str(self.engine.devices[0]).startswith("cuda"):
+            return True
+        cost = self.profile_cost_s(vid)
+        if cost <= PROFILE_SHARE * left_s:
+            return True
+        if vid not in self._unprofiled:
+            self._unprofiled.add(vid)
+            self.say(f"{vid}: not profiled: a profile (about {cost:.0f} s) would take more than "
+                     f"{PROFILE_SHARE:.0%} of the {max(0.0, left_s):.0f} s left; the search goes on without its diagnosis")
+        return False
 
     def profile_one(self, vid: str) -> str:
         """Profile and diagnose one version and record it; returns how: 'ncu', 'static' or 'no'."""
