@@ -97,6 +97,13 @@ CASES = [
                                                                           {"BLOCK_K": 32})]),
     ("autotune/matmul_fp32", SUITE / "matmul_fp32" / "kernel.py", SUITE / "matmul_fp32" / "problem.py",
      {"M": "2048", "N": "2048", "K": "2048"}, [("autotune_table", "matmul_kernel", {})]),
+    # PRESET="dot": Triton's matmul tile configs on the suite's GEMM drafts at full size (-k dot_preset)
+    ("autotune/dot_preset_matmul_bf16", SUITE / "matmul_bf16" / "kernel.py", SUITE / "matmul_bf16" / "problem.py", {},
+     [("autotune_table", "matmul_kernel", {"PRESET": "dot"})]),
+    ("autotune/dot_preset_linear_bias_gelu", SUITE / "linear_bias_gelu" / "kernel.py",
+     SUITE / "linear_bias_gelu" / "problem.py", {}, [("autotune_table", "linear_gelu_kernel", {"PRESET": "dot"})]),
+    ("autotune/dot_preset_matmul_fp32", SUITE / "matmul_fp32" / "kernel.py", SUITE / "matmul_fp32" / "problem.py", {},
+     [("autotune_table", "matmul_kernel", {"PRESET": "dot"})]),
     ("autotune/leaky_relu", FIX / "leaky_relu_meta.py", FIX / "problem_leaky_relu.py", {"N": "50000017"},
      [("autotune_table", "leaky", {})]),
     ("cuda_block/axpy", FIX / "cuda_axpy_scalar.py", ROOT / "tests" / "fixtures" / "harness" / "problem_axpy.py",

@@ -7,6 +7,14 @@ those values into `@triton.autotune(configs=[...], key=[shape arguments])`: the 
 values first, then each value moved one step either way in its knob domain (a neighbour
 table, not a product). Triton then picks per shape and caches the pick.
 
+With `PRESET="dot"`, a kernel whose `tl.dot` accumulator is `tl.zeros((BM, BN))` of tuned tiles, in
+a loop stepped by a tuned tile (BK), gets the current values plus the matmul tile configs Triton's
+matmul tutorial autotunes over on CUDA, with Hopper's larger 64-deep tiles: (BM, BN, BK, num_warps,
+num_stages) from (128, 256, 64, 8, 3) to (64, 64, 32, 4, 4). A knob search moves one value a step
+at a time and needs many evaluations to get from 64x64x32 to 128x256x64 (on an H200 the suite's
+bf16 matmul ended at 0.50x of torch.compile after 5); one table tries them in one evaluation. A
+config the GPU cannot hold (shared memory) is dropped by the autotuner as out of resources.
+
 Only values whose change keeps the kernel's meaning go into the table: tiles that size
 the grid ('parallel') or step a loop ('loop') as the knob discovery classifies them,
 and num_warps / num_stages. Any other constexpr (e.g. a block that must cover a whole
@@ -33,6 +41,7 @@ from kernelopt.optimize.transforms.triton_edit import (
     literal_tuple,
     name_loads,
     parse_for_apply,
+    refuse_unknown,
     tl_calls,
 )
 from kernelopt.source import JitKernel, apply_edits, bindings, grid_names, indent_of, keywords_delete_spans
@@ -45,9 +54,75 @@ _POINTER_USES = ("load", "store", "make_block_ptr", "make_tensor_descriptor", "a
 _STRIDE = re.compile(r"stride_|_stride|^ld[a-z]$|^s[a-z][mnkhwcdb0-9]$")
 
 
+# (BM, BN, BK, num_warps, num_stages): the CUDA configs of Triton's matmul tutorial
+# (03-matrix-multiplication), with Hopper's 64-deep tiles for the larger ones.
+DOT_PRESETS = (
+    (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 3), (128, 128, 32, 4, 4),
+    (64, 256, 32, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
+)
+PRESETS = ("neighbours", "dot")
+
+
 class _Tuned:
     def __init__(self, param: str, value: object, domain: list, kw: ast.keyword | None, var: str | None) -> None:
         self.param, self.value, self.domain, self.kw, self.var = param, value, domain, kw, var
+
+
+def dot_tiles(p: Parsed, k: JitKernel, tuned: list[_Tuned]) -> tuple[str, str, str] | str:
+    """The tuned tiles (BM, BN, BK) of the kernel's tl.dot: the accumulator's `tl.zeros((BM, BN))`
+    and the step of the loop the dot runs in; a reason when there is not exactly one such dot."""
+    names = {t.param for t in tuned}
+    dots = tl_calls(k.fn, p.al, "dot")
+    if len(dots) != 1:
+        return "no tl.dot" if not dots else f"{len(dots)} tl.dot calls (one accumulator tile is needed)"
+    (dot,) = dots
+    parents = {id(c): n for n in ast.walk(k.fn) for c in ast.iter_child_nodes(n)}
+    acc: str | None = None
+    acc_arg = dot.args[2] if len(dot.args) > 2 else next((kw.value for kw in dot.keywords if kw.arg == "acc"), None)
+    if isinstance(acc_arg, ast.Name):
+        acc = acc_arg.id
+    else:
+        node: ast.AST = dot
+        while id(node) in parents and not isinstance(node, (ast.AugAssign, ast.Assign)):
+            node = parents[id(node)]
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            acc = node.target.id
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            acc = node.targets[0].id
+    if acc is None:
+        return "the tl.dot's accumulator is not a named variable"
+    shape: list[str] | None = None
+    for z in tl_calls(k.fn, p.al, "zeros"):
+        parent = parents.get(id(z))
+        if (isinstance(parent, ast.Assign) and any(isinstance(t, ast.Name) and t.id == acc for t in parent.targets)
+                and z.args and isinstance(z.args[0], (ast.Tuple, ast.List))):
+            shape = [e.id if isinstance(e, ast.Name) else "" for e in z.args[0].elts]
+    if shape is None or len(shape) != 2 or not all(n in names for n in shape):
+        return f"the accumulator {acc} is not tl.zeros((BM, BN)) of two tuned tiles"
+    node = dot
+    while id(node) in parents and not isinstance(node, ast.For):
+        node = parents[id(node)]
+    if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
+        return "the tl.dot is not in a loop over K"
+    steps = sorted({n.id for a in node.iter.args for n in ast.walk(a) if isinstance(n, ast.Name) and n.id in names})
+    if len(steps) != 1 or steps[0] in shape:
+        return "the loop over K is not stepped by one tuned tile"
+    return shape[0], shape[1], steps[0]
+
+
+def _dot_configs(base: dict[str, object], tuned: list[_Tuned], tiles: tuple[str, str, str]) -> list[dict[str, object]]:
+    """DOT_PRESETS on the kernel's own tile names; values outside a knob's domain leave a config out."""
+    domains = {t.param: t.domain for t in tuned}
+    out = []
+    for bm, bn, bk, warps, stages in DOT_PRESETS:
+        config = {**base, tiles[0]: bm, tiles[1]: bn, tiles[2]: bk}
+        if "num_warps" in base:
+            config["num_warps"] = warps
+        if "num_stages" in base:
+            config["num_stages"] = stages
+        if all(not domains.get(n) or v in domains[n] for n, v in config.items()):
+            out.append(config)
+    return out
 
 
 def _addends(node: ast.AST) -> list[ast.AST]:
@@ -195,7 +270,10 @@ class AutotuneTable:
     summary = "literal tiles / num_warps / num_stages at the launch become an @triton.autotune table keyed on shapes"
     requires = ["triton", "!autotuned"]
     params = [TransformParam(name="RADIUS", default=1, domain=[0, 1, 2],
-                             doc="steps each way in a value's knob domain per config (0: the current values only)")]
+                             doc="steps each way in a value's knob domain per config (0: the current values only)"),
+              TransformParam(name="PRESET", default="neighbours", domain=list(PRESETS),
+                             doc="neighbours: each value a step either way; dot: Triton's matmul tile configs "
+                                 "for a tl.dot kernel's (BM, BN, BK), with RADIUS ignored")]
 
     def _check(self, p: Parsed, k: JitKernel, source: str) -> tuple[list[_Tuned], ast.Call, list[str], object] | str:
         plan = _plan(p, k, source)
@@ -216,12 +294,18 @@ class AutotuneTable:
             if isinstance(got, str):
                 return got
             tuned, _, key, _ = got
-            return f"tunes {', '.join(t.param for t in tuned)} keyed on {', '.join(key)}", {"RADIUS": 1}
+            tiles = dot_tiles(p, k, tuned)
+            dot = "" if isinstance(tiles, str) else f"; PRESET='dot': matmul tile configs for {', '.join(tiles)}"
+            return f"tunes {', '.join(t.param for t in tuned)} keyed on {', '.join(key)}{dot}", {"RADIUS": 1}
 
         return kernel_sites(NAME, source, path, site)
 
     def apply(self, source: str, site: str, **params: ParamValue) -> str:
+        refuse_unknown(NAME, params, {"RADIUS", "PRESET"})
         radius = int_param(NAME, params, "RADIUS", 1, minimum=0)
+        preset = params.get("PRESET", "neighbours")
+        if preset not in PRESETS:
+            raise TransformError(f"{NAME}: PRESET={preset!r}: expected one of {', '.join(PRESETS)}")
         p, k = parse_for_apply(source, site)
         got = self._check(p, k, source)
         if isinstance(got, str):
@@ -229,9 +313,15 @@ class AutotuneTable:
         tuned, call, key, grid_edit = got
         base = {t.param: t.value for t in tuned}
         configs = [dict(base)]
-        for t in tuned:
-            for v in _neighbours(t, radius):
-                configs.append({**base, t.param: v})
+        if preset == "dot":
+            tiles = dot_tiles(p, k, tuned)
+            if isinstance(tiles, str):
+                raise TransformError(f"{k.fn.name}: PRESET='dot': {tiles}")
+            configs += _dot_configs(base, tuned, tiles)
+        else:
+            for t in tuned:
+                for v in _neighbours(t, radius):
+                    configs.append({**base, t.param: v})
         seen, unique = set(), []
         for c in configs:
             sig = tuple(sorted(c.items()))
