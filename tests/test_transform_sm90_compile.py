@@ -92,6 +92,13 @@ CASES = {
                        "outer_product_mm", {"TM": 64, "TN": 64, "BLOCK_K": 16}),
     "dot_rank1_conv2d": (lambda: T("dot_rank1_loop").apply(read(FIX / "conv2d_oc_blocked.py"), "conv2d_oc_block"),
                          "conv2d_oc_block", {"KS": 3, "OC_B": 32, "PIX_B": 64, "BLOCK_K": 16}),
+    "specialize_maxpool": (lambda: T("specialize_scalars").apply(read(S / "maxpool2d" / "kernel.py"), "maxpool2d_kernel"),
+                           "maxpool2d_kernel", {"BLOCK": 1024, "ksize": 3, "stride": 2, "padding": 1, "dilation": 1,
+                                                "H_out": 256, "W_out": 256}),
+    "specialize_conv3d_then_block": (lambda: T("block_program_axis").apply(T("specialize_scalars").apply(
+        read(S / "conv3d" / "kernel.py"), "conv3d_kernel"), "conv3d_kernel@pid0", BLOCK_PID=16),
+        "conv3d_kernel", {"BLOCK_W": 128, "BLOCK_PID": 16, "C_in": 32, "C_out": 64, "H_out": 96, "ksize": 3,
+                          "stride": 1, "padding": 1}),
     "split_row_sum": (lambda: T("split_reduction").apply(read(S / "row_sum" / "kernel.py"), "row_sum_kernel"),
                       "row_sum_kernel", {"BLOCK": 64, "SPLIT": 4}),
     "split_scalar_mean": (lambda: T("split_reduction").apply(read(S / "cross_entropy" / "kernel.py"), "mean_kernel"),

@@ -26,6 +26,7 @@ BUILTIN: dict[str, str] = {
     "persistent_grid": "kernelopt.optimize.transforms.persistent_grid:PersistentGrid",
     "rows_per_program": "kernelopt.optimize.transforms.rows_per_program:RowsPerProgram",
     "single_pass_row": "kernelopt.optimize.transforms.single_pass_row:SinglePassRow",
+    "specialize_scalars": "kernelopt.optimize.transforms.specialize_scalars:SpecializeScalars",
     "split_reduction": "kernelopt.optimize.transforms.split_reduction:SplitReduction",
 }
 

@@ -138,10 +138,29 @@ def shape_key(k: JitKernel, p: Parsed) -> list[str]:
     A pointer is a bare term of an address (`x_ptr` in `x_ptr + row * n + cols`); a name
     inside a product there (`n`) is a size."""
     pointers: set[str] = set()
+    whole: set[str] = set()  # names that are a whole address: pointer variables
     for attr in _POINTER_USES:
         for call in tl_calls(k.fn, p.al, attr):
             if call.args:
                 pointers |= {t.id for t in _addends(call.args[0]) if isinstance(t, ast.Name)}
+                if isinstance(call.args[0], ast.Name):
+                    whole.add(call.args[0].id)
+    # through pointer variables: `a_ptrs = A + rm * K` then `tl.load(a_ptrs)` makes A a pointer too
+    # (an offset like `iw` in `tl.load(x_ptr + ih * W + iw)` is not followed: `padding` is no pointer)
+    assigns = [(n.targets[0].id if isinstance(n, ast.Assign) else n.target.id, n.value)  # type: ignore[union-attr]
+               for n in ast.walk(k.fn)
+               if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name))
+               or (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name))]
+    grew = True
+    while grew:
+        grew = False
+        for target, value in assigns:
+            if target in whole:
+                new = {t.id for t in _addends(value) if isinstance(t, ast.Name)} - whole
+                if new:
+                    whole |= new
+                    grew = True
+    pointers |= whole
     for node in ast.walk(k.fn):
         if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
             pointers.add(node.value.id)
