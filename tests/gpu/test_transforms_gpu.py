@@ -104,6 +104,11 @@ CASES = [
      SUITE / "linear_bias_gelu" / "problem.py", {}, [("autotune_table", "linear_gelu_kernel", {"PRESET": "dot"})]),
     ("autotune/dot_preset_matmul_fp32", SUITE / "matmul_fp32" / "kernel.py", SUITE / "matmul_fp32" / "problem.py", {},
      [("autotune_table", "matmul_kernel", {"PRESET": "dot"})]),
+    # specialize_scalars on the suite's pooling and convolution drafts at full size (-k specialize)
+    *[(f"specialize/{name}", SUITE / name / "kernel.py", SUITE / name / "problem.py", {},
+       [("specialize_scalars", kernel, {})])
+      for name, kernel in (("maxpool2d", "maxpool2d_kernel"), ("avgpool2d", "avgpool2d_kernel"),
+                           ("depthwise_conv2d", "depthwise_conv2d_kernel"))],
     ("autotune/leaky_relu", FIX / "leaky_relu_meta.py", FIX / "problem_leaky_relu.py", {"N": "50000017"},
      [("autotune_table", "leaky", {})]),
     ("cuda_block/axpy", FIX / "cuda_axpy_scalar.py", ROOT / "tests" / "fixtures" / "harness" / "problem_axpy.py",
