@@ -468,3 +468,27 @@ def test_a_slow_kernel_is_searched_not_profiled_under_a_tight_budget(tmp_path: P
     assert profiled == []
     assert "profiling" not in state.spent
     assert sum(1 for e in events if e["type"] == "evaluated") > 1
+
+
+
+def test_no_profile_when_no_evaluation_would_follow_it() -> None:
+    """50 s left, a profile of 8 s (within half of it) but evaluations of 45 s: after the profile no
+    evaluation fits, so its diagnosis would guide nothing; with 60 s left one still fits."""
+    import types
+
+    said: list[str] = []
+
+    def loop(left_s: float, per_eval_s: float, cost_s: float) -> Any:
+        return types.SimpleNamespace(time_left_s=lambda: left_s, per_eval_s=lambda: per_eval_s,
+                                     profile_cost_s=lambda vid: cost_s, engine=types.SimpleNamespace(devices=["cuda:0"]),
+                                     _unprofiled=set(), say=said.append)
+
+    fits = loop_mod.Loop.profile_fits
+    assert not fits(loop(50.0, 45.0, 8.0), "v3")
+    assert said and "v3: not profiled" in said[0]
+    assert fits(loop(60.0, 45.0, 8.0), "v3")
+    assert not fits(loop(60.0, 5.0, 31.0), "v3")  # more than half the time left
+    assert fits(loop(60.0, 5.0, 8.0), "v3") and fits(loop(1.0, 45.0, 80.0), "v3") is False
+    cpu = loop(1.0, 45.0, 80.0)
+    cpu.engine.devices = ["cpu"]
+    assert fits(cpu, "v3")  # the CPU's static diagnosis runs no kernel: always

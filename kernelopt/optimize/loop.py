@@ -289,14 +289,15 @@ class Loop:
 
     def profile_fits(self, vid: str) -> bool:
         """Whether profiling `vid` (with ncu, on a GPU) fits the time budget: at most PROFILE_SHARE of
-        the time left. Without a time budget, or for the CPU's static diagnosis (no kernel runs),
+        the time left, with room for one more evaluation after it. Without a time budget, or for the CPU's static diagnosis (no kernel runs),
         always. On an H200 the 2-minute suite run of conv3d spent 66 s of its 120 profiling v0 and had
         no time left for a single proposal."""
         left_s = self.time_left_s()
         if left_s is None or not str(self.engine.devices[0]).startswith("cuda"):
             return True
         cost = self.profile_cost_s(vid)
-        if cost <= PROFILE_SHARE * left_s:
+        # ... and an evaluation must still fit after it, or the diagnosis would guide nothing.
+        if cost <= PROFILE_SHARE * left_s and left_s - cost >= (self.per_eval_s() or 0.0):
             return True
         if vid not in self._unprofiled:
             self._unprofiled.add(vid)
