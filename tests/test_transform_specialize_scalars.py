@@ -69,6 +69,8 @@ def test_declines_row_loops_assigned_and_unspecialized_arguments():
     assert "ksize" not in constexprs(T.apply(assigned, "maxpool2d_kernel"), "maxpool2d_kernel")
     pinned = source.replace("@triton.jit\n", '@triton.jit(do_not_specialize=["W_out", "H_out"])\n')
     assert not {"W_out", "H_out"} & constexprs(T.apply(pinned, "maxpool2d_kernel"), "maxpool2d_kernel")
+    by_position = source.replace("@triton.jit\n", "@triton.jit(do_not_specialize=[5, 6])\n")  # H_out, W_out
+    assert not {"W_out", "H_out"} & constexprs(T.apply(by_position, "maxpool2d_kernel"), "maxpool2d_kernel")
     nothing = pinned.replace("for kh in range(0, ksize)", "for kh in range(0, 3)").replace(
         "for kw in range(0, ksize)", "for kw in range(0, 3)")
     with pytest.raises(TransformError, match="nothing to specialize"):

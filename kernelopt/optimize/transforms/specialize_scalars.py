@@ -57,7 +57,11 @@ def _not_specialized(k: JitKernel, p: Parsed) -> set[str]:
         if isinstance(dec, ast.Call) and p.al.is_triton_attr(dec.func, "jit"):
             for kw in dec.keywords:
                 if kw.arg == "do_not_specialize" and isinstance(kw.value, (ast.List, ast.Tuple)):
-                    out |= {e.value for e in kw.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+                    for e in kw.value.elts:  # names, or positions in the signature
+                        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+                            out.add(e.value)
+                        elif isinstance(e, ast.Constant) and isinstance(e.value, int) and 0 <= e.value < len(k.params):
+                            out.add(k.params[e.value])
     return out
 
 
