@@ -14,6 +14,8 @@ on stdout (kernelopt.cli.report_error).
 
 from __future__ import annotations
 
+import threading
+
 
 class KerneloptError(Exception):
     """Base class: `str(err)` is the one-line message, `exit_code` the process exit code.
@@ -60,7 +62,8 @@ class Interrupted(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so the same cleanup runs (engine workers stopped, lock released)."""
 
 
-# Set by the CLI's SIGINT/SIGTERM handling (cli.common.interruptible). An exception raised from a
+# Set by the CLI's SIGINT/SIGTERM handling (cli.common.interruptible) and by the reaper's
+# (harness.sandbox._on_signal, before it kills the children). An exception raised from a
 # signal handler lands wherever the main thread is, and some places swallow it (logging's lock
 # release, a finalizer): the flag is what the run directory checks before it records anything,
 # so a run that went on after a swallowed interrupt records nothing more (never the candidate in
@@ -79,3 +82,25 @@ def interrupted_by() -> int | None:
 
 def clear_interrupted() -> None:
     _interrupted.clear()
+
+
+# Writable run directories and suite runs open in this process: the work an interrupt stops. The
+# reaper marks every interrupt (`sandbox._on_signal`), also in a library caller that catches the
+# KeyboardInterrupt and goes on (a notebook); the mark ends with the work it stopped, so the
+# caller's next run records again, while a suite's other threads still see it.
+_open_work = [0]
+_work_lock = threading.Lock()
+
+
+def work_opened() -> None:
+    """A run directory or a suite opened for writing. With nothing else open, an interrupt marked
+    earlier stopped work that has all ended: it is cleared."""
+    with _work_lock:
+        if _open_work[0] == 0:
+            _interrupted.clear()
+        _open_work[0] += 1
+
+
+def work_closed() -> None:
+    with _work_lock:
+        _open_work[0] = max(0, _open_work[0] - 1)

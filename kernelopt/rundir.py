@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator, get_args
 
 from pydantic_core import to_jsonable_python
 
-from kernelopt.errors import BadInput, Interrupted, interrupted_by
+from kernelopt.errors import BadInput, Interrupted, interrupted_by, work_closed, work_opened
 from kernelopt.models.diagnosis import Diagnosis
 from kernelopt.models.harness import Evaluation, Failure, ShapeCheck, Timing, TimingStats
 from kernelopt.models.metrics import Metrics
@@ -266,8 +266,12 @@ class RunDir:
         run._lock()  # before clearing: a run still evaluating its v0 has nothing evaluated yet
         if restart:
             _clear_run(path)
-        atomic_write(path / CONFIG, json.dumps(data, indent=2) + "\n")
-        run.append("run_started", pid=os.getpid())
+        try:
+            atomic_write(path / CONFIG, json.dumps(data, indent=2) + "\n")
+            run.append("run_started", pid=os.getpid())
+        except BaseException:
+            run.close()  # an interrupt, say: the lock is not left behind
+            raise
         return run
 
     @classmethod
@@ -296,6 +300,7 @@ class RunDir:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
+            work_closed()
 
     def __enter__(self) -> "RunDir":
         return self
@@ -305,6 +310,7 @@ class RunDir:
 
     def _lock(self) -> None:
         self._lock_fd = take_lock(self.path / LOCK, lambda pid: f"{self.path}: run directory is in use by pid {pid}")
+        work_opened()  # a mark left by an interrupt of work that has all ended is cleared here
 
     # ----------------------------------------------------------------- the log
 

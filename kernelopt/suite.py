@@ -270,10 +270,19 @@ class _SuiteLock:
     def __init__(self, out: Path) -> None:
         from kernelopt.rundir import take_lock
 
-        self.fd = take_lock(out / LOCK, lambda pid: f"{out}: a suite run is already using it (pid {pid})")
+        from kernelopt.errors import work_opened
+
+        self.fd: int | None = take_lock(out / LOCK, lambda pid: f"{out}: a suite run is already using it (pid {pid})")
+        # While the suite runs, an interrupt stays marked for all its threads, between problems too.
+        work_opened()
 
     def close(self) -> None:
-        os.close(self.fd)  # closing the descriptor releases the flock
+        from kernelopt.errors import work_closed
+
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+            work_closed()
 
 
 # ----------------------------------------------------------------------------- running

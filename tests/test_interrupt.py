@@ -164,3 +164,64 @@ def test_the_reaper_marks_the_interrupt_before_it_kills_the_children(monkeypatch
     monkeypatch.setitem(sandbox._prev_handlers, signal.SIGTERM, lambda signum, frame: None)
     sandbox._on_signal(signal.SIGTERM, None)
     assert seen == [signal.SIGTERM]
+
+
+def _reaper_with_previous(monkeypatch, signum, previous):
+    from kernelopt import errors
+    from kernelopt.harness import sandbox
+
+    monkeypatch.setattr(errors, "_open_work", [0], raising=False)  # run directories other tests left open
+    monkeypatch.setattr(sandbox, "_installed_pid", os.getpid())
+    monkeypatch.setattr(sandbox, "kill_descendants", lambda: None)
+    monkeypatch.setitem(sandbox._prev_handlers, signum, previous)
+    return sandbox
+
+
+def test_an_interrupt_a_library_caller_went_on_from_does_not_stop_its_next_run(tmp_path, monkeypatch):
+    """A notebook interrupts a running optimize (the reaper's handler, then Python's KeyboardInterrupt,
+    which the notebook catches): the interrupted run records nothing more, but the caller's next run
+    records again (the reaper's mark used to stay for the life of the process)."""
+    sandbox = _reaper_with_previous(monkeypatch, signal.SIGINT, signal.default_int_handler)
+    first = RunDir.create(tmp_path / "a", config())
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sandbox._on_signal(signal.SIGINT, None)
+        with pytest.raises(Interrupted):
+            first.record_round_started(1)
+    finally:
+        first.close()
+    try:
+        second = RunDir.create(tmp_path / "b", config())
+    except Interrupted:
+        pytest.fail("the next run was refused: the interrupt of the run before it was still marked")
+    try:
+        second.record_round_started(1)
+        assert [e["type"] for e in second.events()] == ["run_started", "round_started"]
+    finally:
+        second.close()
+
+
+def test_a_handled_sighup_still_stops_what_was_open_then(tmp_path, monkeypatch):
+    """A library caller whose own SIGHUP handler returns (a reload): the reaper killed every engine,
+    so a run open at the signal -- and a run a suite's other thread opens while the suite is still
+    open -- records nothing more; once the suite and its runs are closed, a new run records."""
+    from kernelopt.suite import _SuiteLock
+
+    sandbox = _reaper_with_previous(monkeypatch, signal.SIGHUP, lambda signum, frame: None)
+    (tmp_path / "suite").mkdir()
+    suite = _SuiteLock(tmp_path / "suite")
+    try:
+        running = RunDir.create(tmp_path / "a", config())
+        try:
+            sandbox._on_signal(signal.SIGHUP, None)  # returns: the caller's handler did not exit
+            with pytest.raises(Interrupted):
+                running.record_round_started(1)
+        finally:
+            running.close()
+        with pytest.raises(Interrupted):  # the suite's next problem, on another thread
+            RunDir.create(tmp_path / "b", config())
+    finally:
+        suite.close()
+    later = RunDir.create(tmp_path / "c", config())
+    later.close()
+    assert (tmp_path / "c" / "events.jsonl").read_text().count("run_started") == 1
