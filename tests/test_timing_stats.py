@@ -206,3 +206,71 @@ def test_hidden_work_is_told_from_synchronize_noise():
     msg = hidden_work(stats(0.002, 1000.0))
     assert msg is not None and "another stream" in msg and "1000 us" in msg
     assert hidden_work(stats(2.8, 400.0)) is not None
+
+
+class _FakeCuda:
+    """torch.cuda as time_callable uses it, on the CPU: every event pair measures `event_ms`, and a
+    device-wide synchronize waits out the work the call left on another stream (`hidden_s`)."""
+
+    def __init__(self, event_ms: float) -> None:
+        self.event_ms = event_ms
+        self.hidden_s = 0.0
+
+    def install(self, monkeypatch) -> None:
+        import contextlib
+
+        import torch
+
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                pass
+
+            def record(self) -> None:
+                pass
+
+            def elapsed_time(self, other) -> float:
+                return fake.event_ms
+
+        class Stream:
+            def synchronize(self) -> None:
+                pass  # the timed stream holds nothing: the call queued its work elsewhere
+
+        def synchronize(device=None) -> None:
+            time.sleep(fake.hidden_s)
+            fake.hidden_s = 0.0
+
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device", lambda dev: contextlib.nullcontext())
+        monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+
+
+def test_doing_nothing_while_warming_up_does_not_hide_the_timed_calls_hidden_work(monkeypatch):
+    """The timed calls queue 2 ms of work each on a stream of their own (the side-stream attack),
+    after a warm-up of calls that do nothing (their outputs are never the judged ones, nor their times
+    in the median): the warm-up's idle device must not outvote the timed calls' hidden work."""
+    from kernelopt.harness.timing import hidden_work
+
+    cuda = _FakeCuda(event_ms=0.01)
+    cuda.install(monkeypatch)
+    calls = {"n": 0}
+    warmup = 101  # the first call, then 1 ms of 0.01 ms calls
+
+    def attack() -> None:
+        calls["n"] += 1
+        if calls["n"] > warmup:
+            cuda.hidden_s = 0.002
+
+    stats = time_callable(attack, device="cuda:0", flush_l2=False, launch_guard=False, warmup_ms=1.0,
+                          warmup_calls=3, min_ms=0.1, min_calls=20)
+    assert (stats.warmup_count, stats.count) == (warmup, 20)
+    assert stats.trailing_us >= 1000.0, stats
+    assert hidden_work(stats) is not None
+    # An honest call's device is idle once its stream ends.
+    calls["n"] = -10**9
+    honest = time_callable(attack, device="cuda:0", flush_l2=False, launch_guard=False, warmup_ms=1.0,
+                           warmup_calls=3, min_ms=0.1, min_calls=20)
+    assert honest.trailing_us < 1000.0 and hidden_work(honest) is None

@@ -212,7 +212,8 @@ def time_callable(
 
     `after_call(result)` runs after each call, outside the timed events, once the device is idle
     (the runner keeps or poisons a timed call's outputs there, so timed calls are judged).
-    How long the device stayed busy after the timed stream ended is `trailing_us`.
+    How long the device stayed busy after the timed stream ended is `trailing_us` (the median over
+    the timed calls).
 
     `min_ms` counts measured (event) time, not wall time, so a short kernel gets
     more samples. `max_calls` bounds the number of timed calls for very short
@@ -291,8 +292,10 @@ def time_callable(
         l2_flush_bytes=flush_bytes,
         method=method_text(flush_l2, sleep is not None),
         launch_guard_us=guard_us if sleep is not None else 0.0,
-        # The first call may compile, and its allocations may still be settling.
-        trailing_us=statistics.median(trailing[1:] or trailing),
+        # Over the timed calls only: the warm-up's are never in the median time, and are as good as
+        # never the judged call, so a candidate that does nothing while warming up (garbage, no
+        # trailing work) would outnumber the timed calls whose work it hides.
+        trailing_us=statistics.median(trailing[warm_n:]),
     )
     return mark_raced(stats, samples, race_against_ms, race_after)
 
