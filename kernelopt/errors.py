@@ -104,3 +104,12 @@ def work_opened() -> None:
 def work_closed() -> None:
     with _work_lock:
         _open_work[0] = max(0, _open_work[0] - 1)
+
+
+def end_interrupt() -> None:
+    """A command's interrupt is over: cleared, unless work it stopped is still open (a suite's
+    problem threads, which run on while the process exits, must not record what the killed
+    engines made)."""
+    with _work_lock:
+        if _open_work[0] == 0:
+            _interrupted.clear()

@@ -225,3 +225,24 @@ def test_a_handled_sighup_still_stops_what_was_open_then(tmp_path, monkeypatch):
     later = RunDir.create(tmp_path / "c", config())
     later.close()
     assert (tmp_path / "c" / "events.jsonl").read_text().count("run_started") == 1
+
+
+def test_a_run_still_open_when_the_command_ends_records_nothing_more(tmp_path, monkeypatch):
+    """Ctrl-C on a parallel suite: the main thread leaves the command at once, while a problem's
+    thread (a daemon) runs on with its run directory open until the process exits; its engine was
+    killed, so what it would record is not true. The command's end must not clear the mark under it."""
+    from kernelopt import errors
+
+    monkeypatch.setattr(errors, "_open_work", [0], raising=False)
+    other_thread = RunDir.create(tmp_path / "run", config())
+    try:
+        with pytest.raises(SystemExit):
+            with interruptible(lambda: None):
+                mark_interrupted(signal.SIGINT)
+                raise KeyboardInterrupt
+        with pytest.raises(Interrupted):
+            other_thread.record_round_started(1)
+    finally:
+        other_thread.close()
+    later = RunDir.create(tmp_path / "later", config())  # once it closed, the process records again
+    later.close()

@@ -262,7 +262,7 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
     import signal
     import sys
 
-    from kernelopt.errors import Interrupted, clear_interrupted, interrupted_by, mark_interrupted
+    from kernelopt.errors import Interrupted, clear_interrupted, end_interrupt, interrupted_by, mark_interrupted
 
     def on_term(signum: int, frame: Any) -> None:
         mark_interrupted(signum)
@@ -303,9 +303,10 @@ def interruptible(how_to_continue: Callable[[], str | None]) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
         # However the block ended, the interrupt ends with it: the next command in this process
-        # (CliRunner, a library caller) records again.
+        # (CliRunner, a library caller) records again. Not while a run or suite it stopped is
+        # still open: a suite's problem threads run on until the process exits.
         swallowed = interrupted_by()
-        clear_interrupted()
+        end_interrupt()
     if swallowed is not None:
         # The exception was swallowed on its way up (it can land in logging or a finalizer), and
         # the work ended some other way: still an interrupt, with the same line and exit code.
