@@ -182,7 +182,12 @@ def test_replacing_the_running_guard_itself_is_tampering():
 
 @pytest.mark.parametrize("owner, attr", [("kernelopt.harness.runner.Runner", "_collect_outputs"),
                                          ("kernelopt.harness.runner", "_bytes"), ("kernelopt.harness.runner", "_describe"),
-                                         ("torch.cuda.Stream", "synchronize"), ("torch.Tensor", "zero_")])
+                                         ("torch.cuda.Stream", "synchronize"), ("torch.Tensor", "zero_"),
+                                         # the trailing time's measure, and what the stats go through on their way out
+                                         ("kernelopt.harness.timing", "_idle_sync_us"), ("statistics", "median"),
+                                         ("kernelopt.harness.timing", "clearly_slower"),
+                                         ("kernelopt.harness.timing", "mark_raced"),
+                                         ("kernelopt.harness.timing", "TimingStats")])
 def test_the_guard_sees_a_replaced_hook_between_timed_calls(monkeypatch, owner, attr):
     """What the runner calls after a timed call's end event and before the next call's start event
     (keeping its outputs, the timed stream's synchronize, the L2 flush): a replacement could run the
