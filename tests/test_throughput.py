@@ -481,7 +481,7 @@ def test_no_profile_when_no_evaluation_would_follow_it() -> None:
     def loop(left_s: float, per_eval_s: float, cost_s: float) -> Any:
         return types.SimpleNamespace(time_left_s=lambda: left_s, per_eval_s=lambda: per_eval_s,
                                      profile_cost_s=lambda vid: cost_s, engine=types.SimpleNamespace(devices=["cuda:0"]),
-                                     _unprofiled=set(), say=said.append)
+                                     _unprofiled=set(), say=said.append, optimizer=object())
 
     fits = loop_mod.Loop.profile_fits
     assert not fits(loop(50.0, 45.0, 8.0), "v3")
@@ -492,3 +492,8 @@ def test_no_profile_when_no_evaluation_would_follow_it() -> None:
     cpu = loop(1.0, 45.0, 80.0)
     cpu.engine.devices = ["cpu"]
     assert fits(cpu, "v3")  # the CPU's static diagnosis runs no kernel: always
+    agent = loop(1.0, 45.0, 80.0)
+    agent.optimizer = types.SimpleNamespace(interactive=True)
+    # Agent mode: the budget stops no evaluation (`iterate` never checks it), and v0's diagnosis is
+    # what the agent starts from.
+    assert fits(agent, "v0")

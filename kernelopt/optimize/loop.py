@@ -289,11 +289,12 @@ class Loop:
 
     def profile_fits(self, vid: str) -> bool:
         """Whether profiling `vid` (with ncu, on a GPU) fits the time budget: at most PROFILE_SHARE of
-        the time left, with room for one more evaluation after it. Without a time budget, or for the CPU's static diagnosis (no kernel runs),
-        always. On an H200 the 2-minute suite run of conv3d spent 66 s of its 120 profiling v0 and had
-        no time left for a single proposal."""
+        the time left, with room for one more evaluation after it. Without a time budget, for the CPU's
+        static diagnosis (no kernel runs), or in agent mode (an agent decides the evaluations, the budget
+        does not stop them, and the diagnosis is what it works from), always. On an H200 the 2-minute
+        suite run of conv3d spent 66 s of its 120 profiling v0 and had no time left for a single proposal."""
         left_s = self.time_left_s()
-        if left_s is None or not str(self.engine.devices[0]).startswith("cuda"):
+        if left_s is None or not str(self.engine.devices[0]).startswith("cuda") or capability(self.optimizer, "interactive"):
             return True
         cost = self.profile_cost_s(vid)
         # ... and an evaluation must still fit after it, or the diagnosis would guide nothing.
