@@ -215,6 +215,7 @@ class _FakeCuda:
     def __init__(self, event_ms: float) -> None:
         self.event_ms = event_ms
         self.hidden_s = 0.0
+        self.busy_syncs = 0  # synchronizes that wait 1 ms for a thread's work (the idle device's measure)
 
     def install(self, monkeypatch) -> None:
         import contextlib
@@ -238,6 +239,9 @@ class _FakeCuda:
                 pass  # the timed stream holds nothing: the call queued its work elsewhere
 
         def synchronize(device=None) -> None:
+            if fake.busy_syncs > 0:
+                fake.busy_syncs -= 1
+                time.sleep(0.001)
             time.sleep(fake.hidden_s)
             fake.hidden_s = 0.0
 
@@ -274,3 +278,25 @@ def test_doing_nothing_while_warming_up_does_not_hide_the_timed_calls_hidden_wor
     honest = time_callable(attack, device="cuda:0", flush_l2=False, launch_guard=False, warmup_ms=1.0,
                            warmup_calls=3, min_ms=0.1, min_calls=20)
     assert honest.trailing_us < 1000.0 and hidden_work(honest) is None
+
+
+def test_a_device_kept_busy_while_its_idle_cost_is_measured_excuses_no_hidden_work(monkeypatch):
+    """A thread of the candidate's keeps the device busy while the timer measures what synchronizing
+    the idle device costs (1 ms a synchronize), then every timed call hides 0.8 ms on a side stream:
+    less the inflated idle cost, nothing would trail. The runner measures the idle cost before any
+    candidate is imported and the timer takes the smaller."""
+    from kernelopt.harness.timing import _idle_sync_us, hidden_work
+
+    cuda = _FakeCuda(event_ms=0.01)
+    cuda.install(monkeypatch)
+    clean = _idle_sync_us("cuda:0")  # the runner's, before any candidate
+
+    def attack() -> None:
+        cuda.hidden_s = 0.0008
+
+    cuda.busy_syncs = 23  # time_callable's first synchronize and the 22 of its idle measure
+    stats = time_callable(attack, device="cuda:0", flush_l2=False, launch_guard=False, warmup_ms=0.05,
+                          warmup_calls=3, min_ms=0.1, min_calls=10, idle_sync_us=clean)
+    assert cuda.busy_syncs == 0
+    assert stats.trailing_us >= 500.0, stats
+    assert hidden_work(stats) is not None

@@ -143,8 +143,13 @@ class Runner:
         self.init = init
         self.device = init.device
         self.cuda = init.device.startswith("cuda")
+        self.idle_sync_us: float | None = None
         if self.cuda:
+            from kernelopt.harness.timing import _idle_sync_us
+
             torch.cuda.set_device(torch.device(init.device))
+            # Before any candidate is imported: no thread of one can keep the device busy while it is measured.
+            self.idle_sync_us = _idle_sync_us(init.device)
             # The fp32 reference must be fp32 here too: TF32 would change what a candidate's torch calls compute.
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
@@ -245,7 +250,7 @@ class Runner:
         self._timed = {"n": 0, "judged": None, "infos": None}
         try:
             stats = time_callable(call, device=self.device, after_call=self._after_timed_call,
-                                  race_against_ms=req.race_against_ms, **req.timing)
+                                  race_against_ms=req.race_against_ms, idle_sync_us=self.idle_sync_us, **req.timing)
         except Exception as exc:  # noqa: BLE001
             return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
                                traceback=_candidate_traceback(exc))
