@@ -5,7 +5,8 @@ output sizes, a dilated window loop), its depthwise convolution draft (a 2-D gri
 independently written direct conv2d (kernel_function, upper-case names, pointers walked per input
 channel), each verified on the interpreter at several shapes, window sizes and strides (every new
 value compiles anew). It declines kernels whose loops walk a row in blocks (softmax), arguments the
-kernel assigns to, and arguments the author marked `do_not_specialize`.
+kernel assigns to, and arguments the author marked `do_not_specialize`; a pointer reached through a
+row-pointer variable and a float scale are not sizes (both seen in kernels written elsewhere, issue #21).
 """
 
 from __future__ import annotations
@@ -77,3 +78,18 @@ def test_declines_row_loops_assigned_and_unspecialized_arguments():
         T.apply(nothing, "maxpool2d_kernel")
     with pytest.raises(TransformError, match="unknown parameter"):
         T.apply(source, "maxpool2d_kernel", UNROLL=1)
+
+
+def test_row_pointer_variable_and_float_scale_stay_runtime(tmp_path):
+    """A pointer reached through a row-pointer variable (`row_ptr = x_ptr + (...) * W`, then
+    `tl.load(row_ptr + ...)`) once became `x_ptr: tl.constexpr` (the launch then fails: a tensor is
+    no compile-time value), and a float that scales each tap (`acc += tl.load(...) * inv_area`) a
+    float constexpr; neither is a size. The window, the divisors and the padding subtracted from
+    an address are."""
+    source = read(FIX / "avgpool_row_pointer.py")
+    out = T.apply(source, "avgpool_rows")
+    assert constexprs(out, "avgpool_rows") == {"BLOCK", "ksize", "W_out", "H_out", "stride", "padding", "H", "W"}
+    shapes = [{"BATCH": "2", "CHANNELS": "3", "HEIGHT": "7", "WIDTH": "10"},
+              {"BATCH": "1", "CHANNELS": "2", "HEIGHT": "9", "WIDTH": "5", "KERNEL_SIZE": "2", "STRIDE": "2",
+               "PADDING": "0"}]
+    verify_all(tmp_path, SUITE / "avgpool2d" / "problem.py", shapes, [out])

@@ -132,6 +132,15 @@ def _addends(node: ast.AST) -> list[ast.AST]:
     return [node]
 
 
+def _added_names(node: ast.AST) -> list[str]:
+    """The bare names a sum adds (`p + a * s - pad + b` -> [p, b]): a pointer is never subtracted."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _added_names(node.left) + _added_names(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+        return _added_names(node.left)
+    return [node.id] if isinstance(node, ast.Name) else []
+
+
 def shape_key(k: JitKernel, p: Parsed) -> list[str]:
     """The kernel's runtime scalar parameters that are not pointers or strides: the autotune key.
 
@@ -139,12 +148,15 @@ def shape_key(k: JitKernel, p: Parsed) -> list[str]:
     inside a product there (`n`) is a size."""
     pointers: set[str] = set()
     whole: set[str] = set()  # names that are a whole address: pointer variables
+    params = set(k.params)
     for attr in _POINTER_USES:
         for call in tl_calls(k.fn, p.al, attr):
             if call.args:
-                pointers |= {t.id for t in _addends(call.args[0]) if isinstance(t, ast.Name)}
-                if isinstance(call.args[0], ast.Name):
-                    whole.add(call.args[0].id)
+                # a subtracted name (`- padding`) is no pointer; the base may be a variable (`row_ptr =
+                # x_ptr + ih * W`, then `tl.load(row_ptr + iw)`): the variables an address adds are followed
+                added = set(_added_names(call.args[0]))
+                pointers |= added
+                whole |= added - params
     # through pointer variables: `a_ptrs = A + rm * K` then `tl.load(a_ptrs)` makes A a pointer too
     # (an offset like `iw` in `tl.load(x_ptr + ih * W + iw)` is not followed: `padding` is no pointer)
     assigns = [(n.targets[0].id if isinstance(n, ast.Assign) else n.target.id, n.value)  # type: ignore[union-attr]
@@ -156,7 +168,7 @@ def shape_key(k: JitKernel, p: Parsed) -> list[str]:
         grew = False
         for target, value in assigns:
             if target in whole:
-                new = {t.id for t in _addends(value) if isinstance(t, ast.Name)} - whole
+                new = set(_added_names(value)) - whole
                 if new:
                     whole |= new
                     grew = True

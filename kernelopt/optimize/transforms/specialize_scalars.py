@@ -34,9 +34,11 @@ from kernelopt.optimize.transforms.triton_edit import (
     constexpr_annotation,
     kernel_sites,
     names_read,
+    names_stored,
     parse_for_apply,
     rebound_params,
     refuse_unknown,
+    tl_calls,
 )
 from kernelopt.source import JitKernel, apply_edits, block_loop
 
@@ -65,6 +67,33 @@ def _not_specialized(k: JitKernel, p: Parsed) -> set[str]:
     return out
 
 
+def _index_names(p: Parsed, k: JitKernel) -> set[str]:
+    """Names that feed an address or a mask of a load or store, through the assignments that compute
+    them: `ih` in `ih = oh * stride - padding + kh` then `tl.load(x + ih * W, mask=ih < H)`. A value
+    (`acc += tl.load(...) * scale`, `d = (t - c) * inv_sigma` then `tl.exp(d)`) is not an index: a
+    float argument there is no size to specialize."""
+    index: set[str] = set()
+    for attr in ("load", "store"):
+        for call in tl_calls(k.fn, p.al, attr):
+            args = [a for i, a in enumerate(call.args) if not (attr == "store" and i == 1) and i < 3]
+            args += [kw.value for kw in call.keywords if kw.arg in ("mask", "pointer")]
+            for a in args:
+                index |= names_read(a)
+    assigns = [(names_stored(t), n.value) for n in ast.walk(k.fn)
+               if isinstance(n, (ast.Assign, ast.AugAssign))
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])]
+    grew = True
+    while grew:
+        grew = False
+        for targets, value in assigns:
+            if targets & index:
+                new = names_read(value) - index
+                if new:
+                    index |= new
+                    grew = True
+    return index
+
+
 def chosen(p: Parsed, k: JitKernel) -> dict[str, str] | str:
     """{argument: why} for the arguments to specialize, or why none is."""
     scalars = set(shape_key(k, p)) - {name for name, _ in rebound_params(k)} - _not_specialized(k, p)
@@ -87,10 +116,11 @@ def chosen(p: Parsed, k: JitKernel) -> dict[str, str] | str:
             for name in sorted(names_read(node.right) & scalars):
                 why.setdefault(name, f"divides an index at line {node.lineno}")
     if window_vars:
+        index = _index_names(p, k)
         for node in ast.walk(k.fn):
             if isinstance(node, (ast.Assign, ast.AugAssign)) and isinstance(node.value, ast.BinOp):
                 read = names_read(node.value)
-                if read & window_vars:
+                if read & window_vars and names_stored(node) & index:
                     for name in sorted(read & scalars):
                         why.setdefault(name, f"combines with a window index at line {node.lineno}")
     if not why:
