@@ -159,6 +159,16 @@ def jit_kernels(tree: ast.Module, al: TritonAliases) -> dict[str, JitKernel]:
                 step = sub.iter.args[2]
                 if isinstance(step, ast.Name):
                     steps.add(step.id)
+            elif isinstance(sub, ast.For) and isinstance(sub.iter, ast.Call) and 1 <= len(sub.iter.args) <= 2:
+                # a loop over tiles, as in Triton's matmul tutorial: `range(0, tl.cdiv(K, BLOCK_K))`
+                count = sub.iter.args[-1]
+                if isinstance(count, ast.Name):
+                    binds = [s.value for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                             and isinstance(s.targets[0], ast.Name) and s.targets[0].id == count.id]
+                    count = binds[0] if len(binds) == 1 else count
+                n_blk = cdiv_args(count, al)
+                if n_blk is not None and isinstance(n_blk[1], ast.Name):
+                    steps.add(n_blk[1].id)
         tiles |= {c for c in constexprs if TILE_NAME.search(c)}
         out[node.name] = JitKernel(node, params, constexprs, autotune, tiles, steps, uses_dot)
     return out

@@ -170,3 +170,20 @@ def test_dot_preset_declines_without_a_dot_accumulator(path, site, why):
         T.apply(source, site, PRESET="dot")
     with pytest.raises(TransformError, match="PRESET"):
         T.apply(source, site, PRESET="tiles")
+
+
+def test_dot_preset_tile_count_loop(tmp_path):
+    """The tutorial's K loop over tile counts (`range(0, tl.cdiv(K, BLOCK_K))`) makes BLOCK_K a loop
+    tile like a `range(0, K, BLOCK_K)` step: it is tuned, and the dot preset applies (it once
+    declined: "the loop over K is not stepped by one tuned tile")."""
+    source = read(FIX / "matmul_tile_count_loop.py")
+    r = report("autotune_table", source)["matmul_kernel"]
+    assert r.applies and "tunes BLOCK_M, BLOCK_N, BLOCK_K" in r.reason and "PRESET='dot'" in r.reason
+    out = T.apply(source, "matmul_kernel", PRESET="dot")
+    rows = table(out)
+    assert rows[0] == {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "num_warps": 4, "num_stages": 3}
+    assert {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3} in rows
+    picked = [s for s, row in zip(one_config_each(out), rows) if row["BLOCK_M"] <= 64 and row["BLOCK_N"] <= 64]
+    assert len(picked) == 2  # its own config and (64, 64, 32)
+    verify_all(tmp_path, FIX / "problem_matmul.py", [{"M": "40", "N": "36", "K": "24"}, {"M": "17", "N": "33", "K": "70"}],
+               picked)
