@@ -93,3 +93,17 @@ def test_row_pointer_variable_and_float_scale_stay_runtime(tmp_path):
               {"BATCH": "1", "CHANNELS": "2", "HEIGHT": "9", "WIDTH": "5", "KERNEL_SIZE": "2", "STRIDE": "2",
                "PADDING": "0"}]
     verify_all(tmp_path, SUITE / "avgpool2d" / "problem.py", shapes, [out])
+
+
+def test_convolution_step_named_like_a_memory_stride(tmp_path):
+    """`stride_h` that makes a bounds-checked input coordinate is the convolution's step and is
+    specialized; the tensors' memory strides (`input_h_stride`, `weight_h_stride`) are not."""
+    source = read(FIX / "conv2d_flat_stride_names.py")
+    r = report("specialize_scalars", source)["conv2d_flat"]
+    assert r.applies and "stride_h (a convolution step" in r.reason
+    out = T.apply(source, "conv2d_flat")
+    got = constexprs(out, "conv2d_flat")
+    assert {"stride_h", "stride_w", "padding_h", "padding_w", "kernel_height", "output_width"} <= got
+    assert not {n for n in got if n.endswith("_stride")}  # memory strides stay runtime
+    shapes = [{}, {"KERNEL_SIZE": "2", "STRIDE": "2", "PADDING": "0", "HEIGHT": "9", "WIDTH": "5"}]
+    verify_all(tmp_path, FIX / "problem_conv2d.py", shapes, [out])

@@ -142,7 +142,14 @@ def _added_names(node: ast.AST) -> list[str]:
 
 
 def shape_key(k: JitKernel, p: Parsed) -> list[str]:
-    """The kernel's runtime scalar parameters that are not pointers or strides: the autotune key.
+    """The kernel's runtime scalar parameters that are not pointers or strides: the autotune key."""
+    pointers = pointer_names(k, p)
+    return [name for name in k.params if name not in k.constexprs and name not in pointers
+            and not _STRIDE.search(name)]
+
+
+def pointer_names(k: JitKernel, p: Parsed) -> set[str]:
+    """Names the kernel uses as pointers (parameters and local pointer variables).
 
     A pointer is a bare term of an address (`x_ptr` in `x_ptr + row * n + cols`); a name
     inside a product there (`n`) is a size."""
@@ -176,8 +183,7 @@ def shape_key(k: JitKernel, p: Parsed) -> list[str]:
     for node in ast.walk(k.fn):
         if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
             pointers.add(node.value.id)
-    return [name for name in k.params if name not in k.constexprs and name not in pointers
-            and not _STRIDE.search(name)]
+    return pointers
 
 
 def _plan(p: Parsed, k: JitKernel, source: str) -> tuple[list[_Tuned], ast.Call, list[str]] | str:

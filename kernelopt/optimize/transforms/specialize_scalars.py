@@ -15,7 +15,10 @@ assigned in the kernel, not in `do_not_specialize`):
   `range(0, ksize)`; not `range(0, n, BLOCK)` or `range(cdiv(n, BLOCK))`: its trip count is
   large and every row length would compile anew for nothing);
 - a divisor: the right side of `//` or `%`;
-- a term combined with the index of such a loop (`kh * dilation`, `oh * stride - padding + kh`).
+- a term combined with the index of such a loop (`kh * dilation`, `oh * stride - padding + kh`) into
+  a value that feeds an address or a mask (not a loaded value: `acc += tl.load(...) * scale` keeps
+  a float `scale` runtime); a name like a memory stride (`stride_h`, `H_stride`) counts there only
+  as a convolution's step: where the coordinate it makes is bounds-checked (`ih >= 0`).
 
 The cost is a compile per distinct value: right for shapes fixed per deployment, wrong for
 sizes that change call by call. The launch is unchanged: Triton takes constexpr
@@ -27,7 +30,7 @@ from __future__ import annotations
 import ast
 
 from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
-from kernelopt.optimize.transforms.autotune_table import shape_key
+from kernelopt.optimize.transforms.autotune_table import _STRIDE, pointer_names, shape_key
 from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
@@ -117,12 +120,22 @@ def chosen(p: Parsed, k: JitKernel) -> dict[str, str] | str:
                 why.setdefault(name, f"divides an index at line {node.lineno}")
     if window_vars:
         index = _index_names(p, k)
+        # a parameter named like a memory stride (`stride_h`, `H_stride`) is a convolution's step where it
+        # makes a coordinate the kernel bounds-checks (`ih = oh * stride_h - pad + kh`, then `ih >= 0`),
+        # not an address offset (`kh * w_stride_h`)
+        compared = {n for c in ast.walk(k.fn) if isinstance(c, ast.Compare) for n in names_read(c)}
+        steps = ({name for name in k.params if _STRIDE.search(name)} - k.constexprs - pointer_names(k, p)
+                 - {name for name, _ in rebound_params(k)} - _not_specialized(k, p))
         for node in ast.walk(k.fn):
             if isinstance(node, (ast.Assign, ast.AugAssign)) and isinstance(node.value, ast.BinOp):
                 read = names_read(node.value)
                 if read & window_vars and names_stored(node) & index:
                     for name in sorted(read & scalars):
                         why.setdefault(name, f"combines with a window index at line {node.lineno}")
+                    if names_stored(node) & compared:
+                        for name in sorted(read & steps):
+                            why.setdefault(name, f"a convolution step: combines with a window index into a "
+                                                 f"bounds-checked coordinate at line {node.lineno}")
     if not why:
         return ("no runtime integer argument bounds a small loop, divides an index or combines with a loop "
                 "index: nothing to specialize")
