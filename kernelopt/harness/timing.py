@@ -72,14 +72,14 @@ def method_text(flush_l2: bool = True, launch_guard: bool = True) -> str:
 
 METHOD = method_text()
 
-# The launch guard's busy-wait: LAUNCH_GUARD_FACTOR x the 90th percentile of the host
-# enqueue times seen so far, plus a margin, at most LAUNCH_GUARD_CAP_US (it costs wall
-# time on every call, never measured time).
 # `hidden_work`: the device may stay busy after the timed stream ends for at most this long,
 # plus this fraction of the median, before the call counts as hiding work from the events.
 HIDDEN_WORK_SLACK_US = 20.0
 HIDDEN_WORK_FRACTION = 0.05
 
+# The launch guard's busy-wait: LAUNCH_GUARD_FACTOR x the 90th percentile of the host
+# enqueue times seen so far, plus a margin, at most LAUNCH_GUARD_CAP_US (it costs wall
+# time on every call, never measured time).
 LAUNCH_GUARD_FACTOR = 2.0
 LAUNCH_GUARD_MARGIN_US = 20.0
 LAUNCH_GUARD_CAP_US = 5000.0
