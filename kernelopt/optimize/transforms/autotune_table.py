@@ -36,10 +36,13 @@ from kernelopt.models.transform import ParamValue, SiteReport, TransformParam
 from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
+    call_arg,
+    grown_through_assignments,
     int_param,
     kernel_sites,
     literal_tuple,
     name_loads,
+    parents,
     parse_for_apply,
     refuse_unknown,
     tl_calls,
@@ -76,15 +79,15 @@ def dot_tiles(p: Parsed, k: JitKernel, tuned: list[_Tuned]) -> tuple[str, str, s
     if len(dots) != 1:
         return "no tl.dot" if not dots else f"{len(dots)} tl.dot calls (one accumulator tile is needed)"
     (dot,) = dots
-    parents = {id(c): n for n in ast.walk(k.fn) for c in ast.iter_child_nodes(n)}
+    up = parents(k.fn)
     acc: str | None = None
-    acc_arg = dot.args[2] if len(dot.args) > 2 else next((kw.value for kw in dot.keywords if kw.arg == "acc"), None)
+    acc_arg = call_arg(dot, 2, "acc")
     if isinstance(acc_arg, ast.Name):
         acc = acc_arg.id
     else:
         node: ast.AST = dot
-        while id(node) in parents and not isinstance(node, (ast.AugAssign, ast.Assign)):
-            node = parents[id(node)]
+        while id(node) in up and not isinstance(node, (ast.AugAssign, ast.Assign)):
+            node = up[id(node)]
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             acc = node.target.id
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -93,15 +96,15 @@ def dot_tiles(p: Parsed, k: JitKernel, tuned: list[_Tuned]) -> tuple[str, str, s
         return "the tl.dot's accumulator is not a named variable"
     shape: list[str] | None = None
     for z in tl_calls(k.fn, p.al, "zeros"):
-        parent = parents.get(id(z))
+        parent = up.get(id(z))
         if (isinstance(parent, ast.Assign) and any(isinstance(t, ast.Name) and t.id == acc for t in parent.targets)
                 and z.args and isinstance(z.args[0], (ast.Tuple, ast.List))):
             shape = [e.id if isinstance(e, ast.Name) else "" for e in z.args[0].elts]
     if shape is None or len(shape) != 2 or not all(n in names for n in shape):
         return f"the accumulator {acc} is not tl.zeros((BM, BN)) of two tuned tiles"
     node = dot
-    while id(node) in parents and not isinstance(node, ast.For):
-        node = parents[id(node)]
+    while id(node) in up and not isinstance(node, ast.For):
+        node = up[id(node)]
     if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Call):
         return "the tl.dot is not in a loop over K"
     steps = sorted({n.id for a in node.iter.args for n in ast.walk(a) if isinstance(n, ast.Name) and n.id in names})
@@ -141,9 +144,10 @@ def _added_names(node: ast.AST) -> list[str]:
     return [node.id] if isinstance(node, ast.Name) else []
 
 
-def shape_key(k: JitKernel, p: Parsed) -> list[str]:
-    """The kernel's runtime scalar parameters that are not pointers or strides: the autotune key."""
-    pointers = pointer_names(k, p)
+def shape_key(k: JitKernel, p: Parsed, pointers: set[str] | None = None) -> list[str]:
+    """The kernel's runtime scalar parameters that are not pointers or strides: the autotune key.
+    `pointers`: `pointer_names(k, p)`, where the caller has it already."""
+    pointers = pointer_names(k, p) if pointers is None else pointers
     return [name for name in k.params if name not in k.constexprs and name not in pointers
             and not _STRIDE.search(name)]
 
@@ -166,20 +170,7 @@ def pointer_names(k: JitKernel, p: Parsed) -> set[str]:
                 whole |= added - params
     # through pointer variables: `a_ptrs = A + rm * K` then `tl.load(a_ptrs)` makes A a pointer too
     # (an offset like `iw` in `tl.load(x_ptr + ih * W + iw)` is not followed: `padding` is no pointer)
-    assigns = [(n.targets[0].id if isinstance(n, ast.Assign) else n.target.id, n.value)  # type: ignore[union-attr]
-               for n in ast.walk(k.fn)
-               if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name))
-               or (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name))]
-    grew = True
-    while grew:
-        grew = False
-        for target, value in assigns:
-            if target in whole:
-                new = set(_added_names(value)) - whole
-                if new:
-                    whole |= new
-                    grew = True
-    pointers |= whole
+    pointers |= grown_through_assignments(k.fn, whole, lambda value: set(_added_names(value)))
     for node in ast.walk(k.fn):
         if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
             pointers.add(node.value.id)

@@ -35,6 +35,7 @@ from kernelopt.optimize.transforms.base import TransformError
 from kernelopt.optimize.transforms.triton_edit import (
     Parsed,
     constexpr_annotation,
+    grown_through_assignments,
     kernel_sites,
     names_read,
     names_stored,
@@ -82,24 +83,15 @@ def _index_names(p: Parsed, k: JitKernel) -> set[str]:
             args += [kw.value for kw in call.keywords if kw.arg in ("mask", "pointer")]
             for a in args:
                 index |= names_read(a)
-    assigns = [(names_stored(t), n.value) for n in ast.walk(k.fn)
-               if isinstance(n, (ast.Assign, ast.AugAssign))
-               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])]
-    grew = True
-    while grew:
-        grew = False
-        for targets, value in assigns:
-            if targets & index:
-                new = names_read(value) - index
-                if new:
-                    index |= new
-                    grew = True
-    return index
+    return grown_through_assignments(k.fn, index, names_read)
 
 
 def chosen(p: Parsed, k: JitKernel) -> dict[str, str] | str:
     """{argument: why} for the arguments to specialize, or why none is."""
-    scalars = set(shape_key(k, p)) - {name for name, _ in rebound_params(k)} - _not_specialized(k, p)
+    # never: assigned in the kernel (no compile-time value), or pinned by the author
+    kept = {name for name, _ in rebound_params(k)} | _not_specialized(k, p)
+    pointers = pointer_names(k, p)
+    scalars = set(shape_key(k, p, pointers)) - kept
     if not scalars:
         return "no runtime integer argument that is neither a pointer, a memory stride nor assigned in the kernel"
     why: dict[str, str] = {}
@@ -124,8 +116,7 @@ def chosen(p: Parsed, k: JitKernel) -> dict[str, str] | str:
         # makes a coordinate the kernel bounds-checks (`ih = oh * stride_h - pad + kh`, then `ih >= 0`),
         # not an address offset (`kh * w_stride_h`)
         compared = {n for c in ast.walk(k.fn) if isinstance(c, ast.Compare) for n in names_read(c)}
-        steps = ({name for name in k.params if _STRIDE.search(name)} - k.constexprs - pointer_names(k, p)
-                 - {name for name, _ in rebound_params(k)} - _not_specialized(k, p))
+        steps = {name for name in k.params if _STRIDE.search(name)} - k.constexprs - pointers - kept
         for node in ast.walk(k.fn):
             if isinstance(node, (ast.Assign, ast.AugAssign)) and isinstance(node.value, ast.BinOp):
                 read = names_read(node.value)

@@ -211,6 +211,24 @@ def names_stored(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def grown_through_assignments(fn: ast.AST, seed: set[str], read: Callable[[ast.AST], set[str]]) -> set[str]:
+    """`seed` and every name an assignment to one of them reads (`read(value)`), to a fixed point:
+    the names an address or a mask is computed from, say, through the variables that hold it."""
+    assigns = [(names_stored(t), n.value) for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign))
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])]
+    grown = set(seed)
+    changed = True
+    while changed:
+        changed = False
+        for targets, value in assigns:
+            if targets & grown:
+                new = read(value) - grown
+                if new:
+                    grown |= new
+                    changed = True
+    return grown
+
+
 def rebound_params(k: JitKernel) -> list[tuple[str, int]]:
     """The kernel parameters the body assigns to (`ptr += row * stride`, `n = tl.cast(n, ...)`), each
     with the line of its first assignment, in that order. A body that a rewrite runs more than once
