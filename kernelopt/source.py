@@ -159,16 +159,9 @@ def jit_kernels(tree: ast.Module, al: TritonAliases) -> dict[str, JitKernel]:
                 step = sub.iter.args[2]
                 if isinstance(step, ast.Name):
                     steps.add(step.id)
-            elif isinstance(sub, ast.For) and isinstance(sub.iter, ast.Call) and 1 <= len(sub.iter.args) <= 2:
+            elif (counted := block_count_loop(sub, node, al)) is not None and isinstance(counted[1], ast.Name):
                 # a loop over tiles, as in Triton's matmul tutorial: `range(0, tl.cdiv(K, BLOCK_K))`
-                count = sub.iter.args[-1]
-                if isinstance(count, ast.Name):
-                    binds = [s.value for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
-                             and isinstance(s.targets[0], ast.Name) and s.targets[0].id == count.id]
-                    count = binds[0] if len(binds) == 1 else count
-                n_blk = cdiv_args(count, al)
-                if n_blk is not None and isinstance(n_blk[1], ast.Name):
-                    steps.add(n_blk[1].id)
+                steps.add(counted[1].id)
         tiles |= {c for c in constexprs if TILE_NAME.search(c)}
         out[node.name] = JitKernel(node, params, constexprs, autotune, tiles, steps, uses_dot)
     return out
@@ -435,6 +428,16 @@ def block_loop(node: ast.AST, al: TritonAliases, k: JitKernel) -> tuple[str, ast
     if stepped_block_loop(node, al, k.constexprs):
         it = node.iter  # type: ignore[attr-defined]
         return it.args[2].id, it.args[1], it.args[0]
+    n_blk = block_count_loop(node, k.fn, al)
+    if n_blk is None or not (isinstance(n_blk[1], ast.Name) and n_blk[1].id in k.constexprs):
+        return None
+    args = node.iter.args  # type: ignore[attr-defined]
+    return n_blk[1].id, n_blk[0], args[0] if len(args) >= 2 else ast.Constant(0)
+
+
+def block_count_loop(node: ast.AST, fn: ast.FunctionDef, al: TritonAliases) -> tuple[ast.AST, ast.AST] | None:
+    """(n, BLOCK) of a loop over block indices `for b in range([0,] cdiv(n, BLOCK)[, 1])` in `fn`
+    (range or tl.range), cdiv inline or through a name bound once at the kernel's top level."""
     if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and 1 <= len(node.iter.args) <= 3):
         return None
     f, args = node.iter.func, node.iter.args
@@ -442,20 +445,16 @@ def block_loop(node: ast.AST, al: TritonAliases, k: JitKernel) -> tuple[str, ast
         return None
     if len(args) == 3 and not (isinstance(args[2], ast.Constant) and args[2].value == 1):
         return None
-    start: ast.AST = args[0] if len(args) >= 2 else ast.Constant(0)
     count = args[1] if len(args) >= 2 else args[0]
     if isinstance(count, ast.Name):
-        binds = [s for s in k.fn.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+        binds = [s for s in fn.body if isinstance(s, ast.Assign) and len(s.targets) == 1
                  and isinstance(s.targets[0], ast.Name) and s.targets[0].id == count.id]
-        stores = [n for n in ast.walk(k.fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        stores = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                   and n.id == count.id]
         if len(binds) != 1 or len(stores) != 1:
             return None
         count = binds[0].value
-    n_blk = cdiv_args(count, al)
-    if n_blk is None or not (isinstance(n_blk[1], ast.Name) and n_blk[1].id in k.constexprs):
-        return None
-    return n_blk[1].id, n_blk[0], start
+    return cdiv_args(count, al)
 
 
 def cdiv_args(node: ast.AST, al: TritonAliases) -> tuple[ast.AST, ast.AST] | None:
