@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from kernelopt.errors import BadInput
+from kernelopt.errors import BadInput, work_closed, work_opened
 from kernelopt.models.suite import BASELINES, FastP, ProblemResult, SuiteResult
 from kernelopt.problem import declared_family
 
@@ -270,15 +270,11 @@ class _SuiteLock:
     def __init__(self, out: Path) -> None:
         from kernelopt.rundir import take_lock
 
-        from kernelopt.errors import work_opened
-
         self.fd: int | None = take_lock(out / LOCK, lambda pid: f"{out}: a suite run is already using it (pid {pid})")
         # While the suite runs, an interrupt stays marked for all its threads, between problems too.
         work_opened()
 
     def close(self) -> None:
-        from kernelopt.errors import work_closed
-
         if self.fd is not None:
             os.close(self.fd)  # closing the descriptor releases the flock
             self.fd = None
