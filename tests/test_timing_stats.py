@@ -235,6 +235,8 @@ class _FakeCuda:
                 return fake.event_ms
 
         class Stream:
+            cuda_stream = 0  # the legacy default stream's handle
+
             def synchronize(self) -> None:
                 pass  # the timed stream holds nothing: the call queued its work elsewhere
 

@@ -13,14 +13,17 @@ measured the same way:
   synchronize waits once the timed stream is done is recorded (`trailing_us`): work
   left running on another stream is work the events did not see, and `hidden_work`
   says when there is too much of it to be noise;
-* a launch guard: a GPU busy-wait (`torch.cuda._sleep`) queued before the start
-  event, sized from the host time the call takes to enqueue its work, so the
-  start event fires only once the call's kernels are already queued. Without it
-  the synchronize after each call leaves the GPU idle while Python launches the
-  next call, and that host time -- which varies from process to process -- lands
-  between the events (on an H200 it spread the medians of five processes timing
-  the same 0.5 ms kernel by 7 %). Figures are GPU time, as with
-  `triton.testing.do_bench`; the host's launch cost is not in them;
+* a launch guard: a GPU busy-wait queued before the start event, sized from the
+  host time the call takes to enqueue its work, so the start event fires only once
+  the call's kernels are already queued. Without it the synchronize after each call
+  leaves the GPU idle while Python launches the next call, and that host time --
+  which varies from process to process -- lands between the events (on an H200 it
+  spread the medians of five processes timing the same 0.5 ms kernel by 7 %).
+  Figures are GPU time, as with `triton.testing.do_bench`; the host's launch cost is
+  not in them. The busy-wait holds every thread slot of every SM
+  (`kernelopt.harness.gpu_guard`), so work a call queues on a stream of its own cannot
+  run beside it, before the start event; where that kernel cannot be loaded it is
+  `torch.cuda._sleep` (one block) and the method says "launch guard on one SM";
 * a warm-up of at least `warmup_calls` calls and, after the first call (which may
   compile or autotune), at least `warmup_ms` of measured time (allocator and clock
   ramp-up happen there); then timed calls until both `min_ms` of measured time and
@@ -63,10 +66,20 @@ RACE_AFTER_CALLS = 5
 
 
 
-def method_text(flush_l2: bool = True, launch_guard: bool = True) -> str:
-    """The one-line description of a timing method that TimingStats.method carries."""
+# How the launch guard ran: holding every SM (`gpu_guard`), or `torch.cuda._sleep`'s one block where
+# the guard kernel cannot be loaded (work queued beside that one can run before the start event).
+GUARD_EVERY_SM = "launch guard"
+GUARD_ONE_SM = "launch guard on one SM"
+
+
+def method_text(flush_l2: bool = True, launch_guard: bool | str = True) -> str:
+    """The one-line description of a timing method that TimingStats.method carries. `launch_guard`:
+    True (the guard on every SM), False (none) or the guard's own words (GUARD_ONE_SM)."""
     flush = "L2 flushed before every call" if flush_l2 else "L2 not flushed (warm cache)"
-    guard = "launch guard" if launch_guard else "no launch guard"
+    if isinstance(launch_guard, str):
+        guard = launch_guard
+    else:
+        guard = GUARD_EVERY_SM if launch_guard else "no launch guard"
     return f"cuda-events, {flush}, {guard}, device-wide synchronize"
 
 
@@ -247,8 +260,7 @@ def time_callable(
         torch.cuda.synchronize(dev)
         start_evt = torch.cuda.Event(enable_timing=True)
         end_evt = torch.cuda.Event(enable_timing=True)
-        sleep = getattr(torch.cuda, "_sleep", None) if launch_guard else None
-        cycles_per_us = _sleep_cycles_per_us(sleep, start_evt, end_evt, dev) if sleep else 0.0
+        wait, guard_words = _guard_wait(dev, start_evt, end_evt) if launch_guard else (None, "")
         host_us: list[float] = []
         trailing: list[float] = []
         guard_us = 0.0
@@ -259,8 +271,8 @@ def time_callable(
         def one_call() -> float:
             nonlocal guard_us
             flush()
-            if sleep is not None and guard_us > 0:
-                sleep(int(guard_us * cycles_per_us))
+            if wait is not None and guard_us > 0:
+                wait(guard_us)
             start_evt.record()
             t0 = time.perf_counter()
             result = fn()
@@ -296,8 +308,8 @@ def time_callable(
         samples,
         warmup_count=warm_n,
         l2_flush_bytes=flush_bytes,
-        method=method_text(flush_l2, sleep is not None),
-        launch_guard_us=guard_us if sleep is not None else 0.0,
+        method=method_text(flush_l2, guard_words if wait is not None else False),
+        launch_guard_us=guard_us if wait is not None else 0.0,
         # Over the timed calls only: the warm-up's are never in the median time, and are as good as
         # never the judged call, so a candidate that does nothing while warming up (garbage, no
         # trailing work) would outnumber the timed calls whose work it hides.
@@ -327,6 +339,24 @@ def _idle_sync_us(dev: Any, calls: int = 21) -> float:
         torch.cuda.synchronize(dev)
         costs.append((time.perf_counter() - t0) * 1e6)
     return statistics.median(costs)
+
+
+def _guard_wait(dev: Any, start: Any, end: Any) -> tuple[Callable[[float], None] | None, str]:
+    """The launch guard as `wait(us)` on the current stream, and its words for the method: the
+    kernel that holds every SM (`gpu_guard`), else `torch.cuda._sleep` (one block), else none."""
+    import torch
+
+    from kernelopt.harness.gpu_guard import occupying_guard
+
+    guard = occupying_guard()
+    if guard is not None:
+        # The stream is looked up on each call: the events record on whatever stream is current then.
+        return (lambda us: guard(us, torch.cuda.current_stream(dev).cuda_stream)), GUARD_EVERY_SM
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is None:
+        return None, ""
+    cycles_per_us = _sleep_cycles_per_us(sleep, start, end, dev)
+    return (lambda us: sleep(int(us * cycles_per_us))), GUARD_ONE_SM
 
 
 def _sleep_cycles_per_us(sleep: Callable[[int], None], start: Any, end: Any, dev: Any) -> float:

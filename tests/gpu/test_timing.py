@@ -96,3 +96,43 @@ def test_env_sees_the_gpu():
     r = subprocess.run([sys.executable, "-m", "kernelopt", "env", "--require", "gpu"], capture_output=True, text=True,
                        timeout=120, check=False, cwd=str(ROOT))
     assert r.returncode == 0 and props.name in r.stdout
+
+
+def test_the_launch_guard_holds_every_sm():
+    """Work queued on another stream while the launch guard runs waits until the guard ends: the
+    guard's blocks fill every SM's thread slots. With `torch.cuda._sleep` (one block, the guard
+    before) the same work finished long before the busy-wait did (the guard-overlap attack)."""
+    from kernelopt.harness.gpu_guard import occupying_guard
+    from kernelopt.harness.timing import _sleep_cycles_per_us
+
+    torch.cuda.synchronize()
+    guard = occupying_guard()
+    assert guard is not None
+    props = torch.cuda.get_device_properties(0)
+    per_sm = getattr(props, "max_threads_per_multi_processor", 2048)
+    assert guard.grid * guard.block == props.multi_processor_count * per_sm, (guard.grid, guard.block)
+    side = torch.cuda.Stream()
+    x = torch.zeros(1 << 20, device="cuda")
+
+    def overlap(busy_wait) -> tuple[float, float]:
+        """(the busy-wait's ms, ms from its start until the side stream's work is done)."""
+        begin, end, side_done = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        torch.cuda.synchronize()
+        begin.record()
+        busy_wait()
+        end.record()
+        with torch.cuda.stream(side):
+            x.add_(1)  # queued beside the busy-wait, not waiting for the current stream
+            side_done.record()
+        torch.cuda.synchronize()
+        return begin.elapsed_time(end), begin.elapsed_time(side_done)
+
+    for _ in range(3):
+        waited, side_ms = overlap(lambda: guard(2000.0, torch.cuda.current_stream().cuda_stream))
+        assert 1.9 <= waited < 4.0, waited
+        assert side_ms >= waited, (waited, side_ms)
+    cycles = _sleep_cycles_per_us(torch.cuda._sleep, torch.cuda.Event(enable_timing=True),
+                                  torch.cuda.Event(enable_timing=True), torch.device("cuda", 0))
+    waited, side_ms = overlap(lambda: torch.cuda._sleep(int(2000.0 * cycles)))
+    assert waited >= 1.5 and side_ms < waited / 2, (waited, side_ms)
+    assert x[0].item() == 4.0
