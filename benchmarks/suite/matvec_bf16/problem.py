@@ -9,6 +9,11 @@ SMALL = {"M": 5, "K": 300}
 BYTES = M * K * 2 + K * 2 + M * 2  # read A and x, write y
 FLOPS = 2 * M * K
 PRECISION = "fp32"  # a matrix-vector product has no reuse for tensor cores; DRAM bound
+# The output is bf16 (2^-8 relative steps) of a 32768-term fp32 sum: a different summation order
+# rounds to a neighbouring bf16 value, and the draft itself failed 1e-2 on one element in 65536 at a
+# fresh seed (H200, session 11: off by 4 at |y| < 400, two steps). Two steps are allowed.
+atol = 2e-2
+rtol = 2e-2
 
 
 class Model(nn.Module):
