@@ -292,3 +292,25 @@ def test_a_transforms_own_parameter_hint_moves_no_other_tile(tmp_path: Path) -> 
     assert props[0].change == "BLOCK_M 128 -> 256"
     # "BLOCK_*" in a pack still means every tile dimension.
     assert Run(tmp_path, bowl, recs=["larger-tiles-for-reuse"]).step(1)[0].change == "BLOCK_M 128 -> 256"
+
+
+def test_past_a_local_optimum_one_knob_moves_two_or_more_steps(tmp_path: Path) -> None:
+    """A cost whose one-step neighbourhood of the start is all worse, with a better value of
+    num_warps two steps away (layernorm on an H200, session 11: 4 -> 16 was 2 % faster, 8 and 2
+    slower): once the neighbourhood is spent the search reaches it, nearest first."""
+    start = knob_values(FIXTURE.read_text())
+    far_warps = {2: 16, 4: 16, 8: 32}.get(start["num_warps"], 16)
+
+    def cost(config: Config) -> float:
+        if config["num_warps"] == far_warps and all(config[n] == start[n] for n in SEARCHED if n != "num_warps"):
+            return 0.5
+        return 1.0 + sum(config[n] != start[n] for n in SEARCHED)
+
+    run = Run(tmp_path, cost)
+    run.run()
+    # Around the start: every one-step move (coordinate, pair, polish) before the first reach.
+    phases = [p.extra["phase"] for p in run.proposals if p.parent == "v0"]
+    assert "reach" in phases and phases.index("reach") > max(i for i, ph in enumerate(phases) if ph == "polish")
+    assert run.best()["num_warps"] == far_warps
+    first_reach = next(p for p in run.proposals if p.extra["phase"] == "reach")
+    assert len(first_reach.extra["changes"]) == 1 and first_reach.strategy == "knobs.reach"
