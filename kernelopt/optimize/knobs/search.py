@@ -309,7 +309,7 @@ class KnobSearchOptimizer:
         for combo in combos:
             yield _Move({n: v for n, v in zip(polish, combo) if v is not _KEEP}, "polish")
         # 6. reach. A config no one-step move improves is only a local optimum: on an H200 the
-        # strategies run's layernorm stopped at num_warps 4 ("no new proposals", 80 s of its budget
+        # strategies run's layernorm stopped at num_warps 4 ("no new proposals", about 34 s of its budget
         # left) where the knob run's path reached 16, 2 % faster (session 11).
         far = {n: _far_steps(space[n], current[n], direction.get(n, 0)) for n in names}
         for k in range(max((len(v) for v in far.values()), default=0)):
