@@ -95,7 +95,8 @@ fi
 step 0 env XDG_DATA_HOME="$demo_dir" KERNELOPT_DB= kernelopt experience recommend --diagnosis "$diagnosis" \
   --kernel "row softmax" --backend triton --chip sm_90 -n 3
 
-# Optimize: the knob optimizer searches launch parameters, verifying and timing every version,
+# Optimize: the default optimizer (strategies) applies the packs' source transforms that fit the
+# kernel and tunes their knobs and the launch parameters, verifying and timing every version,
 # then re-times the best few interleaved and writes the report. On a GPU at full size (about two
 # minutes); on the CPU a small interpreter run whose times are interpreter wall times.
 run_dir="$demo_dir/optimize-matvec"

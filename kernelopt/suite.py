@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from kernelopt.errors import BadInput, work_closed, work_opened
 from kernelopt.models.suite import BASELINES, FastP, ProblemResult, SuiteResult
+from kernelopt.optimize import DEFAULT_OPTIMIZER
 from kernelopt.problem import declared_family
 
 P_VALUES: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -425,7 +426,7 @@ def _describe(r: ProblemResult) -> str:
 def run_suite(
     suite_dir: str | Path,
     *,
-    optimizer: str = "knobs",
+    optimizer: str = DEFAULT_OPTIMIZER,
     budget_minutes: float | None = 2.0,
     budget_evals: int | None = None,
     problems: str | Sequence[str] | None = None,

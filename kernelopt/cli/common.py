@@ -9,6 +9,8 @@ from typing import Any, Callable, Iterator
 
 import click
 
+from kernelopt.optimize import DEFAULT_OPTIMIZER
+
 JSON_META_KEY = "kernelopt.json"
 
 
@@ -201,9 +203,10 @@ def optimizer_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     given, so that the library can refuse those the chosen optimizer would ignore) and
     `optimizer_secrets` (the API key: passed to the optimizer, never written anywhere)."""
     options = [
-        click.option("--optimizer", default="knobs", show_default=True,
-                     help="knobs (no LLM), strategies (pack transforms, then knobs; no LLM), llm, agent, or a "
-                          "third-party optimizer registered as an entry point."),
+        click.option("--optimizer", default=DEFAULT_OPTIMIZER, show_default=True,
+                     help="strategies (the packs' source transforms, then knobs; no LLM), knobs (launch "
+                          "parameters and tiles only; no LLM), llm, agent, or a third-party optimizer "
+                          "registered as an entry point."),
         click.option("--provider", default=None, help="llm: openai, anthropic or command."),
         click.option("--model", default=None, help="llm: model name (or KERNELOPT_LLM_MODEL)."),
         click.option("--base-url", default=None, help="llm: OpenAI-compatible endpoint (or OPENAI_BASE_URL)."),

@@ -155,6 +155,8 @@ class RunConfig(Model):
     overrides: dict[str, Any] = Field(default_factory=dict, description="--set NAME=VALUE")
     dtype: str | None = None
     kernel: str = Field(description="starting candidate file as given")
+    # Every run.json records its optimizer; this default only reads a run.json written before the field was
+    # (the default optimizer then was knobs). New runs take kernelopt.optimize.DEFAULT_OPTIMIZER.
     optimizer: str = "knobs"
     optimizer_options: dict[str, Any] = Field(default_factory=dict)
     budget_evals: int | None = None

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from kernelopt.errors import BadInput, CandidateFailed
 from kernelopt.models.harness import Candidate, Evaluation, Problem, ShapeCheck, TimingStats
 from kernelopt.models.optimize import Attempt, OptimizeContext, RunConfig, RunState, Version
+from kernelopt.optimize import DEFAULT_OPTIMIZER
 from kernelopt.optimize.base import at_roofline, capability, roofline_share
 from kernelopt.rundir import changed_message
 from kernelopt.problem import normalized_source_hash
@@ -1025,7 +1026,7 @@ def optimize(
     run_dir: str | Path,
     overrides: dict[str, str] | None = None,
     dtype: str | None = None,
-    optimizer: str = "knobs",
+    optimizer: str = DEFAULT_OPTIMIZER,
     optimizer_options: dict[str, Any] | None = None,
     budget_evals: int | None = None,
     budget_minutes: float | None = None,
