@@ -158,3 +158,34 @@ def test_discovery_never_executes_the_candidate(tmp_path: Path) -> None:
 def test_a_file_that_does_not_parse_is_bad_input() -> None:
     with pytest.raises(BadInput, match=r"cand\.py:2: syntax error"):
         discover_knobs("import triton\ndef f(:\n", "cand.py")
+
+
+def test_each_tl_dot_has_an_input_precision_directive() -> None:
+    """A dot without the keyword (Triton's default) and one with a literal are both knobs, most precise
+    first; the GEMM drafts of the suite and the zoo both have one."""
+    from kernelopt.optimize.knobs.discover import DOT_INPUT_PRECISIONS
+
+    assert DOT_INPUT_PRECISIONS == ["", "ieee", "tf32x3", "tf32"]
+    zoo = ROOT / "benchmarks" / "zoo" / "tensor_matmul" / "kernel.py"
+    k = knobs_of(zoo)[f"dot@L{line_of(zoo, 'tl.dot(')}.input_precision"]
+    assert (k.kind, k.value, k.domain) == ("directive", "", DOT_INPUT_PRECISIONS)
+    draft = ROOT / "benchmarks" / "suite" / "matmul_fp32" / "kernel.py"
+    k = knobs_of(draft)[f"dot@L{line_of(draft, 'tl.dot(')}.input_precision"]
+    assert (k.value, k.domain) == ("ieee", DOT_INPUT_PRECISIONS)
+
+
+def test_a_dot_that_says_allow_tf32_or_computes_its_precision_is_not_a_knob() -> None:
+    source = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def mm(A, B, C, P: tl.constexpr, BLOCK: tl.constexpr):
+    a = tl.load(A + tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :])
+    acc = tl.dot(a, a, allow_tf32=False)
+    acc += tl.dot(a, a, input_precision=P)
+    acc += tl.dot(a, a, input_precision="tf32x3")
+    tl.store(C + tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :], acc)
+'''
+    sites = {k.name: k for k in discover_knobs(source) if k.name.endswith("input_precision")}
+    assert list(sites) == ["dot@L10.input_precision"] and sites["dot@L10.input_precision"].value == "tf32x3"

@@ -142,3 +142,16 @@ def test_rewritten_matvec_still_verifies_in_the_interpreter(tmp_path: Path) -> N
     problem = load_problem(ROOT / "examples" / "matvec" / "problem.py", {"M": "64", "K": "96"})
     result = verify(problem, load_candidate(cand), trials=1)
     assert result.passed, result.message
+
+
+def test_a_dots_input_precision_is_set_changed_and_removed() -> None:
+    path = ROOT / "benchmarks" / "suite" / "matmul_fp32" / "kernel.py"
+    source = path.read_text()
+    name = f"dot@L{line_of(source, 'tl.dot(')}.input_precision"
+    tf32 = set_knobs(source, {name: "tf32x3"}, str(path))
+    assert 'input_precision="tf32x3"' in tf32 and 'input_precision="ieee"' not in tf32
+    assert knob_values(tf32)[name] == "tf32x3"
+    default = set_knobs(source, {name: ""}, str(path))
+    assert "input_precision" not in default.split("tl.dot(")[1].split(")")[0]
+    assert set_knobs(default, {name: "ieee"}, str(path)).count("input_precision") == 1
+    ast.parse(default)

@@ -314,3 +314,26 @@ def test_past_a_local_optimum_one_knob_moves_two_or_more_steps(tmp_path: Path) -
     assert run.best()["num_warps"] == far_warps
     first_reach = next(p for p in run.proposals if p.extra["phase"] == "reach")
     assert len(first_reach.extra["changes"]) == 1 and first_reach.strategy == "knobs.reach"
+
+
+def test_the_tf32_hint_moves_each_dots_input_precision_first(tmp_path: Path) -> None:
+    """tf32-input-precision hints input_precision (tf32x3, then tf32): the directive joins the search
+    for that strategy only, and its first move sets the suite's fp32 GEMM draft's ieee dot to tf32x3."""
+    draft = ROOT / "benchmarks" / "suite" / "matmul_fp32"
+    (tmp_path / "v0.py").write_text((draft / "kernel.py").read_text())
+    problem = Problem(path=str(draft / "problem.py"), name="matmul_fp32")
+    member = Version(id="v0", round=0, path=str(tmp_path / "v0.py"), diagnosis=diagnosis("compute"))
+
+    def first(recs: list[str]) -> Proposal:
+        ranked = {"v0": [Recommendation(strategy=s, score=1.0, reason="test") for s in recs]}
+        ctx = OptimizeContext(problem=problem, round=1, beam=[member], recommendations=ranked, history=[],
+                              proposals_per_member=4, budget_left=None, seed=0)
+        return KnobSearchOptimizer().propose(ctx)[0]
+
+    hinted = first(["tf32-input-precision"])
+    assert hinted.strategy == "tf32-input-precision" and hinted.extra["phase"] == "hint"
+    ((name, value),) = hinted.extra["changes"].items()
+    assert name.startswith("dot@L") and name.endswith(".input_precision") and value == "tf32x3"
+    assert 'input_precision="tf32x3"' in hinted.source
+    # Without the hint a dot's precision is never moved.
+    assert "input_precision" not in "".join(first(["tune-num-warps"]).extra["changes"])

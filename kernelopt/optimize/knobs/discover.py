@@ -54,6 +54,9 @@ _FALLBACK_LAUNCH_DEFAULTS: dict[str, KnobValue] = {"num_warps": 4, "num_stages":
 EVICTION_POLICIES = ["", "evict_first", "evict_last"]
 LOAD_CACHE_MODIFIERS = ["", ".cg", ".ca"]
 STORE_CACHE_MODIFIERS = ["", ".wb", ".cg", ".cs", ".wt"]
+# tl.dot's input_precision, most precise first ("" leaves Triton's default: tf32 for fp32 operands). It
+# changes the products of fp32 operands only (fp16/bf16 ignore it); verification judges the result.
+DOT_INPUT_PRECISIONS = ["", "ieee", "tf32x3", "tf32"]
 LOOP_NUM_STAGES: list[KnobValue] = [None, 1, 2, 3, 4, 5, 6]
 LOOP_UNROLL: list[KnobValue] = [None, 1, 2, 4, 8]
 
@@ -313,7 +316,8 @@ def _str_kw(src: SourceFile, call: ast.Call, kw: ast.keyword, names: list[str], 
 
 
 def _directive_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[KnobSite]:
-    """eviction_policy / cache_modifier of each tl.load/tl.store; num_stages / unroll of each loop."""
+    """eviction_policy / cache_modifier of each tl.load/tl.store; input_precision of each tl.dot;
+    num_stages / unroll of each loop."""
     out: list[KnobSite] = []
     kname = k.fn.name
     per_line: dict[tuple[str, int], int] = {}
@@ -342,6 +346,7 @@ def _directive_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[K
                 out.append(KnobSite(names=names, value="", kernel=kname, line=call.lineno, domain=list(domain),
                                     kind="directive", insert_at=last_arg_end(src, call), kwarg=param,
                                     pos=src.start(call)))
+    out.extend(_dot_precision_sites(src, k, al))
     for node in ast.walk(k.fn):
         if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and node.iter.args):
             continue
@@ -367,6 +372,36 @@ def _directive_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[K
                 out.append(KnobSite(names=names, value=None, kernel=kname, line=node.lineno, domain=list(domain),
                                     kind="directive", insert_at=last_arg_end(src, it), kwarg=param,
                                     rename=rename, pos=src.start(it)))
+    return out
+
+
+def _dot_precision_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[KnobSite]:
+    """`input_precision` of each tl.dot: `dot@L44.input_precision` (`#2` for a second dot on the line).
+    A dot that says `allow_tf32` (the older spelling, which Triton refuses beside input_precision)
+    or computes its precision is left alone."""
+    kname = k.fn.name
+    dots = sorted((n for n in ast.walk(k.fn) if isinstance(n, ast.Call) and al.tl_attr(n.func) == "dot"
+                   and len(n.args) >= 2), key=src.start)
+    per_line: dict[int, int] = {}
+    for call in dots:
+        per_line[call.lineno] = per_line.get(call.lineno, 0) + 1
+    out: list[KnobSite] = []
+    seen: dict[int, int] = {}
+    for call in dots:
+        seen[call.lineno] = seen.get(call.lineno, 0) + 1
+        tag = f"dot@L{call.lineno}" + (f"#{seen[call.lineno]}" if per_line[call.lineno] > 1 else "")
+        kws = {kw.arg: kw for kw in call.keywords if kw.arg}
+        if "allow_tf32" in kws or any(kw.arg is None for kw in call.keywords):
+            continue
+        names = [f"{tag}.input_precision", f"{kname}.{tag}.input_precision"]
+        if "input_precision" in kws:
+            site = _str_kw(src, call, kws["input_precision"], names, kname, DOT_INPUT_PRECISIONS)
+            if site is not None:
+                out.append(site)
+        else:
+            out.append(KnobSite(names=names, value="", kernel=kname, line=call.lineno, domain=list(DOT_INPUT_PRECISIONS),
+                                kind="directive", insert_at=last_arg_end(src, call), kwarg="input_precision",
+                                pos=src.start(call)))
     return out
 
 
