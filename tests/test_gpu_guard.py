@@ -6,6 +6,8 @@ that the guard-overlap attack is caught."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import re
 import shutil
 import subprocess
@@ -88,3 +90,94 @@ def test_without_the_guard_kernel_the_timer_says_its_guard_held_one_sm(monkeypat
     stats = timing.time_callable(lambda: None, device="cuda:0", flush_l2=False, warmup_ms=0.05, warmup_calls=3,
                                  min_ms=0.1, min_calls=10)
     assert timing.GUARD_ONE_SM in stats.method and len(cycles) > 10
+
+
+class _FakeDriver:
+    """libcuda as `_load` and a guard use it: 132 SMs of 2048 threads, one module per load; launches
+    go through a real C function pointer (the guard's ctypes path) and are recorded."""
+
+    def __init__(self) -> None:
+        self.context = 0x1000
+        self.loads = 0
+        self.launches: list[tuple[int, int, int, int, int]] = []  # (func, grid, block, stream, ns)
+
+        def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            ns = ctypes.cast(params[0], ctypes.POINTER(ctypes.c_uint64))[0]
+            self.launches.append((f, gx * gy * gz, bx * by * bz, stream or 0, ns))
+            return 0
+
+        self.cuLaunchKernel = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))(launch)
+
+    def cuCtxGetCurrent(self, ref) -> int:
+        ref._obj.value = self.context
+        return 0
+
+    def cuCtxGetDevice(self, ref) -> int:
+        ref._obj.value = 0
+        return 0
+
+    def cuModuleLoadData(self, ref, ptx) -> int:
+        self.loads += 1
+        ref._obj.value = 0x2000 + self.loads
+        return 0
+
+    def cuModuleGetFunction(self, ref, module, name) -> int:
+        ref._obj.value = 0x30000 + module.value
+        return 0
+
+    def cuDeviceGetAttribute(self, ref, attr, device) -> int:
+        ref._obj.value = {gpu_guard._ATTR_MULTIPROCESSOR_COUNT: 132, gpu_guard._ATTR_MAX_THREADS_PER_MULTIPROCESSOR: 2048}[attr]
+        return 0
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, ref, func, block, smem) -> int:
+        ref._obj.value = 2048 // block
+        return 0
+
+
+@pytest.fixture
+def fake_driver(monkeypatch) -> _FakeDriver:
+    fake = _FakeDriver()
+    monkeypatch.setattr(gpu_guard, "_driver", lambda: fake)
+    monkeypatch.setattr(gpu_guard, "LOADED", ())
+    return fake
+
+
+def test_one_guard_per_context_launched_with_every_sm_and_the_wait(fake_driver):
+    guard = gpu_guard.occupying_guard()
+    assert guard is not None and (guard.grid, guard.block) == (264, 1024)
+    assert gpu_guard.occupying_guard() is guard and fake_driver.loads == 1  # loaded once per context
+    guard(2.5, 0x7700)
+    assert fake_driver.launches == [(0x30000 + 0x2001, 264, 1024, 0x7700, 2500)]  # the loaded function, 2500 ns
+    fake_driver.context = 0x1001  # another context (another device) gets a module of its own
+    other = gpu_guard.occupying_guard()
+    assert other is not None and other is not guard and fake_driver.loads == 2
+    assert [ctx for ctx, _ in gpu_guard.LOADED] == [0x1000, 0x1001]
+
+
+@pytest.mark.parametrize("how", ["instance", "class", "argtypes"])
+def test_a_candidate_cannot_shrink_the_loaded_guard_unseen(fake_driver, monkeypatch, how):
+    """The runner records LOADED's identity; the guard it holds must not be changeable in place into
+    one block (torch.cuda._sleep's shape, beside which the guard-overlap attack ran) unseen."""
+    from kernelopt.harness.runner import Guard
+
+    guard = gpu_guard.occupying_guard()
+    tamper = Guard()
+    assert tamper.changed() == []
+    if how == "instance":
+        with contextlib.suppress(AttributeError):
+            guard.grid = 1
+    elif how == "class":
+        monkeypatch.setattr(type(guard), "grid", 1)
+    else:  # the driver function object's conversion of its grid argument
+
+        class One:
+            @classmethod
+            def from_param(cls, value: object) -> int:
+                return 1
+
+        fake_driver.cuLaunchKernel.argtypes = [ctypes.c_void_p, One, *([ctypes.c_uint] * 6), ctypes.c_void_p,
+                                               ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
+    guard(1.0, 0)
+    assert fake_driver.launches[-1][1] == 264 or tamper.changed(), (fake_driver.launches, tamper.changed())

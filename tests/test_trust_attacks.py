@@ -187,7 +187,14 @@ def test_replacing_the_running_guard_itself_is_tampering():
                                          ("kernelopt.harness.timing", "_idle_sync_us"), ("statistics", "median"),
                                          ("kernelopt.harness.timing", "clearly_slower"),
                                          ("kernelopt.harness.timing", "mark_raced"),
-                                         ("kernelopt.harness.timing", "TimingStats")])
+                                         ("kernelopt.harness.timing", "TimingStats"),
+                                         # the launch guard queued before each start event (gpu_guard)
+                                         ("kernelopt.harness.timing", "_guard_wait"),
+                                         ("kernelopt.harness.gpu_guard", "occupying_guard"),
+                                         ("kernelopt.harness.gpu_guard", "LOADED"),
+                                         ("kernelopt.harness.gpu_guard.OccupyingGuard", "__call__"),
+                                         ("kernelopt.harness.gpu_guard.OccupyingGuard", "grid"),
+                                         ("kernelopt.harness.gpu_guard", "_LAUNCH_KERNEL")])
 def test_the_guard_sees_a_replaced_hook_between_timed_calls(monkeypatch, owner, attr):
     """What the runner calls after a timed call's end event and before the next call's start event
     (keeping its outputs, the timed stream's synchronize, the L2 flush): a replacement could run the

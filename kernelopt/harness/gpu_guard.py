@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 KERNEL_NAME = b"kernelopt_launch_guard"
 PTX = b"""
@@ -68,23 +68,30 @@ _ATTR_MAX_THREADS_PER_MULTIPROCESSOR = 39
 _BLOCK_SIZES = (1024, 768, 512, 384, 256, 128, 64, 32)
 
 
-class OccupyingGuard:
+# cuLaunchKernel's prototype (cuda.h): f, grid x/y/z, block x/y/z, sharedMemBytes, hStream, kernelParams,
+# extra. A prototype's argument conversions are fixed when it is made; a guard calls the driver through a
+# fresh pointer of it each time, so no function object a candidate could reach converts its grid.
+_LAUNCH_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p,
+                                  ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
+
+
+class OccupyingGuard(NamedTuple):
     """A loaded guard kernel for one CUDA context: `guard(us, stream)` queues a busy-wait of `us`
-    microseconds on `stream` (a `cudaStream_t` as an int, 0 the legacy default stream)."""
+    microseconds on `stream` (a `cudaStream_t` as an int, 0 the legacy default stream).
 
-    __slots__ = ("_launch", "_func", "grid", "block", "context")
+    A tuple of ints, so it cannot be changed in place: the runner's tamper guard records `LOADED`'s
+    identity (and these fields' getters), and a guard shrunk to one block would reopen the hole."""
 
-    def __init__(self, launch: Any, func: ctypes.c_void_p, grid: int, block: int, context: int) -> None:
-        self._launch = launch
-        self._func = func
-        self.grid = grid
-        self.block = block
-        self.context = context
+    launch: int  # cuLaunchKernel's address
+    func: int  # the kernel's CUfunction
+    grid: int
+    block: int
+    context: int
 
     def __call__(self, us: float, stream: int) -> None:
         ns = ctypes.c_uint64(max(0, int(us * 1000.0)))
-        params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(ns), ctypes.c_void_p))
-        rc = self._launch(self._func, self.grid, 1, 1, self.block, 1, 1, 0, ctypes.c_void_p(stream), params, None)
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(ns))
+        rc = _LAUNCH_KERNEL(self.launch)(self.func, self.grid, 1, 1, self.block, 1, 1, 0, stream, params, None)
         if rc != 0:
             raise RuntimeError(f"the launch guard kernel failed to launch (CUDA driver error {rc})")
 
@@ -119,13 +126,9 @@ def _driver() -> Any:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        return ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
-    lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
-        ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
-    lib.cuLaunchKernel.restype = ctypes.c_int
-    return lib
 
 
 def _load(lib: Any, context: int) -> OccupyingGuard | None:
@@ -134,7 +137,8 @@ def _load(lib: Any, context: int) -> OccupyingGuard | None:
     func = ctypes.c_void_p()
     if (lib.cuCtxGetDevice(ctypes.byref(device)) != 0
             or lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX)) != 0
-            or lib.cuModuleGetFunction(ctypes.byref(func), module, ctypes.c_char_p(KERNEL_NAME)) != 0):
+            or lib.cuModuleGetFunction(ctypes.byref(func), module, ctypes.c_char_p(KERNEL_NAME)) != 0
+            or not func.value):
         return None
     sms, threads = ctypes.c_int(), ctypes.c_int()
     if (lib.cuDeviceGetAttribute(ctypes.byref(sms), _ATTR_MULTIPROCESSOR_COUNT, device) != 0
@@ -143,7 +147,8 @@ def _load(lib: Any, context: int) -> OccupyingGuard | None:
     block, per_sm = fill_shape(threads.value, lambda size: _resident_blocks(lib, func, size))
     if block == 0:
         return None
-    return OccupyingGuard(lib.cuLaunchKernel, func, sms.value * per_sm, block, context)
+    launch = ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value
+    return OccupyingGuard(launch, func.value, sms.value * per_sm, block, context)
 
 
 def fill_shape(threads_per_sm: int, resident_blocks: Any) -> tuple[int, int]:

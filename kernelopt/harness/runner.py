@@ -47,6 +47,11 @@ _GUARDED = (
     ("kernelopt.harness.timing", "_sleep_cycles_per_us"), ("kernelopt.harness.timing", "_idle_sync_us"),
     ("kernelopt.harness.timing", "_guard_wait"), ("kernelopt.harness.gpu_guard", "occupying_guard"),
     ("kernelopt.harness.gpu_guard", "LOADED"), ("kernelopt.harness.gpu_guard.OccupyingGuard", "__call__"),
+    # What a loaded guard's call reads: its fields (a shrunk grid is the one-block guard again) and the
+    # driver call's prototype.
+    ("kernelopt.harness.gpu_guard.OccupyingGuard", "launch"), ("kernelopt.harness.gpu_guard.OccupyingGuard", "func"),
+    ("kernelopt.harness.gpu_guard.OccupyingGuard", "grid"), ("kernelopt.harness.gpu_guard.OccupyingGuard", "block"),
+    ("kernelopt.harness.gpu_guard", "_LAUNCH_KERNEL"),
     ("kernelopt.harness.timing", "l2_flush_bytes"), ("kernelopt.harness.timing", "clearly_slower"),
     # What builds the statistics the runner returns (a replacement could report any trailing time).
     ("kernelopt.harness.timing", "mark_raced"), ("kernelopt.harness.timing", "TimingStats"),
