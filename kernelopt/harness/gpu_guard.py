@@ -13,6 +13,10 @@ runs, no block of any other kernel of this context can be resident, so work queu
 until it ends -- inside the events, or after them, where `trailing_us` sees it. It spins on
 `%globaltimer` (nanoseconds, independent of the SM clock), sleeping 200 ns between reads.
 
+It assumes the SMs are free when it is queued (the timer synchronizes the device after each call):
+blocks another thread queued in between hold slots the guard then cannot take, and they run beside
+it; copy-engine work needs no SM at all (docs/harness.md lists both as open).
+
 It is launched through the CUDA driver API (ctypes) from PTX, so it needs no compiler at run time.
 The PTX is `nvcc -ptx -arch=compute_75` of
 
