@@ -195,6 +195,7 @@ def test_opt_reaches_a_third_party_optimizer_is_recorded_and_kept_on_resume(
 
 
 def test_opt_the_optimizer_does_not_take_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The default optimizer (strategies) names itself in the refusal."""
     import subprocess
     import sys
 
@@ -202,7 +203,7 @@ def test_opt_the_optimizer_does_not_take_is_refused_in_one_line(tmp_path: Path) 
                           str(MATVEC / "kernel.py"), "-o", str(tmp_path / "run"), "--opt", "no_such=1"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
-    assert res.stderr.strip().splitlines() == ["kernelopt: --optimizer knobs: does not use --opt no_such; "
+    assert res.stderr.strip().splitlines() == ["kernelopt: --optimizer strategies: does not use --opt no_such; "
                                                "leave it out"]
     assert not (tmp_path / "run").exists()
 
