@@ -234,7 +234,8 @@ class RunnerReply(Model):
     # time
     timing: TimingStats | None = None
     calls: int = 0
-    judged_call: int | None = Field(None, description="which timed call's outputs the arena holds (1-based)")
+    judged_call: int | None = Field(None, description="which call's outputs the arena holds (1-based over all "
+                                   "calls, the warm-up's included): one drawn uniformly over the timed calls")
     # after any request: did the checks' functions stay the originals, is the device usable
     tampered: list[str] = Field(default_factory=list)
     guard: dict[str, int] = Field(default_factory=dict, description="id() of every guarded function, read now")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from kernelopt.harness.protocol import (
     CallRequest,
@@ -70,15 +70,44 @@ _GUARDED = (
     ("kernelopt.harness.runner.Runner", "call"), ("kernelopt.harness.runner.Runner", "_poison_returned"),
     ("kernelopt.harness.runner.Runner", "health"), ("kernelopt.harness.runner.Runner", "_copy_out"),
     ("kernelopt.harness.runner.Runner", "_after_timed_call"), ("kernelopt.harness.runner.Runner", "_collect_outputs"),
+    ("kernelopt.harness.runner.JudgedDraw", "keep"),
     ("kernelopt.harness.runner", "_bytes"), ("kernelopt.harness.runner", "_describe"),
     # Called between a timed call's end event and the next call's start event (the stream's
     # synchronize, the L2 flush): a replacement runs work there that no event sees.
     ("torch.cuda.Stream", "synchronize"), ("torch.Tensor", "zero_"),
     ("kernelopt.harness.runner.Guard", "changed"), ("kernelopt.harness.runner.Guard", "snapshot"),
 )
-# A timed call's outputs are copied into the arena for the verifier to judge with probability
-# 1 / JUDGE_ONE_IN, drawn after the call returned: the candidate cannot know which calls count.
-JUDGE_ONE_IN = 3
+
+
+class JudgedDraw:
+    """Which call of one timing has its outputs judged: reservoir sampling over the timed calls.
+
+    `keep(timed)` counts one call (after it returned, outside the events) and says whether its
+    outputs replace the kept ones. The first call's are kept until a timed call runs (so something
+    is judged even if the timing ends early); the t-th timed call replaces them with probability
+    1/t (`randbelow(t) == 0`, so the first timed call always does). The kept call is then uniform
+    over the timed calls whatever their number, never a warm-up call once one was timed, and it is
+    replaced about ln(t) times in t calls. A candidate that returns garbage on a fraction f of its
+    timed calls passes with probability 1 - f per timing, however well it predicts when the timing
+    ends. `judged` is the kept call's 1-based index over all calls, the warm-up's included.
+    """
+
+    def __init__(self, randbelow: Callable[[int], int]) -> None:
+        self.randbelow = randbelow
+        self.calls = 0
+        self.timed = 0
+        self.judged: int | None = None
+
+    def keep(self, timed: bool) -> bool:
+        self.calls += 1
+        if timed:
+            self.timed += 1
+            kept = self.randbelow(self.timed) == 0
+        else:
+            kept = self.judged is None
+        if kept:
+            self.judged = self.calls
+        return kept
 
 
 def _resolve(owner: str) -> Any:
@@ -252,13 +281,17 @@ class Runner:
         return info
 
     def time(self, req: TimeRequest) -> RunnerReply:
-        """CUDA-event timing; every timed call's outputs may be the ones judged (`_after_timed_call`)."""
+        """CUDA-event timing; one timed call's outputs, drawn uniformly over the timed calls, are
+        judged (`_after_timed_call`, `JudgedDraw`)."""
+        import secrets
+
         from kernelopt.harness.binding import classify_exception, describe_exception
         from kernelopt.harness.timing import time_callable
 
         inputs = self.arena.values(self.init.inputs)
         call = self.prepared.bound_call("candidate", inputs)
-        self._timed = {"n": 0, "judged": None, "infos": None}
+        self._draw = JudgedDraw(secrets.randbelow)
+        self._judged_infos: list[OutputInfo] = []
         try:
             stats = time_callable(call, device=self.device, after_call=self._after_timed_call,
                                   race_against_ms=req.race_against_ms, idle_sync_us=self.idle_sync_us, **req.timing)
@@ -266,21 +299,18 @@ class Runner:
             return RunnerReply(ok=False, reason=classify_exception(exc), message=f"while timing: {describe_exception(exc)}",
                                traceback=_candidate_traceback(exc))
         return RunnerReply(ok=True, timing=stats, calls=stats.count + stats.warmup_count,
-                           judged_call=self._timed["judged"], outputs=self._timed["infos"] or [])
+                           judged_call=self._draw.judged, outputs=self._judged_infos)
 
-    def _after_timed_call(self, result: Any) -> None:
-        """After a timed call (outside the events): keep its outputs in the arena if the draw says
-        so (always the first call's, until a later one is drawn), then poison what it returned, so
-        a later call that skips its work cannot hand back this call's result from a reused buffer."""
-        import secrets
-
+    def _after_timed_call(self, result: Any, timed: bool) -> None:
+        """After each call of a timing (outside the events; `timed`: not a warm-up call): copy its
+        outputs into the arena if the draw keeps them (`JudgedDraw`: uniform over the timed calls),
+        then poison what it returned, so a later call that skips its work cannot hand back this
+        call's result from a reused buffer."""
         from kernelopt.harness.binding import as_outputs
 
-        self._timed["n"] += 1
         outputs = as_outputs(result)
-        if self._timed["judged"] is None or secrets.randbelow(JUDGE_ONE_IN) == 0:
-            self._timed["infos"] = self._collect_outputs(outputs)
-            self._timed["judged"] = self._timed["n"]
+        if self._draw.keep(timed):
+            self._judged_infos = self._collect_outputs(outputs)
         self._poison_returned(outputs)
 
     def call(self, req: CallRequest) -> RunnerReply:

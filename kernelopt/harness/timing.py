@@ -217,15 +217,17 @@ def time_callable(
     device: "torch.device | int | str | None" = None,
     max_calls: int = DEFAULT_MAX_CALLS,
     max_wall_s: float = DEFAULT_MAX_WALL_S,
-    after_call: Callable[[Any], None] | None = None,
+    after_call: Callable[[Any, bool], None] | None = None,
     race_against_ms: float | None = None,
     race_after: int = RACE_AFTER_CALLS,
     idle_sync_us: float | None = None,
 ) -> TimingStats:
     """Time `fn()` on a CUDA device; see the module docstring for the method.
 
-    `after_call(result)` runs after each call, outside the timed events, once the device is idle
-    (the runner keeps or poisons a timed call's outputs there, so timed calls are judged).
+    `after_call(result, timed)` runs after each call, outside the timed events, once the device is
+    idle; `timed` is False for the warm-up's calls and True for the timed ones (the runner keeps one
+    timed call's outputs there, drawn uniformly over the timed calls, and poisons what each call
+    returned, so timed calls are judged).
     How long the device stayed busy after the timed stream ended is `trailing_us` (the median over
     the timed calls), less what synchronizing the idle device costs: measured here, or
     `idle_sync_us` if that is smaller (the runner measures it before any candidate is imported: a
@@ -264,6 +266,7 @@ def time_callable(
         host_us: list[float] = []
         trailing: list[float] = []
         guard_us = 0.0
+        timed = False  # set by `sample_calls` once the warm-up has ended
         idle_us = _idle_sync_us(dev)
         if idle_sync_us is not None:
             idle_us = min(idle_us, idle_sync_us)
@@ -284,13 +287,17 @@ def time_callable(
             torch.cuda.synchronize(dev)
             trailing.append(max(0.0, (time.perf_counter() - t1) * 1e6 - idle_us))
             if after_call is not None:
-                after_call(result)
+                after_call(result, timed)
                 torch.cuda.synchronize(dev)
             del result
             # The first call may compile for seconds: it must not size the guard.
             host_us.append(host)
             guard_us = launch_guard_us(host_us[1:])
             return float(start_evt.elapsed_time(end_evt))
+
+        def warmed_up() -> None:
+            nonlocal timed
+            timed = True
 
         samples, warm_n = sample_calls(
             one_call,
@@ -301,6 +308,7 @@ def time_callable(
             max_calls=max_calls,
             max_wall_s=max_wall_s,
             stop=(lambda s: clearly_slower(s, race_against_ms, race_after)) if race_against_ms is not None else None,
+            warmed_up=warmed_up,
         )
 
     del flush_buf
@@ -310,8 +318,8 @@ def time_callable(
         l2_flush_bytes=flush_bytes,
         method=method_text(flush_l2, guard_words if wait is not None else False),
         launch_guard_us=guard_us if wait is not None else 0.0,
-        # Over the timed calls only: the warm-up's are never in the median time, and are as good as
-        # never the judged call, so a candidate that does nothing while warming up (garbage, no
+        # Over the timed calls only: the warm-up's are never in the median time, nor the judged call
+        # once a timed call ran, so a candidate that does nothing while warming up (garbage, no
         # trailing work) would outnumber the timed calls whose work it hides.
         trailing_us=statistics.median(trailing[warm_n:]),
     )
@@ -384,12 +392,14 @@ def sample_calls(
     warmup_wall_limit_s: float = _WARMUP_WALL_LIMIT_S,
     max_wall_s: float = DEFAULT_MAX_WALL_S,
     stop: Callable[[list[float]], bool] | None = None,
+    warmed_up: Callable[[], None] | None = None,
 ) -> tuple[list[float], int]:
     """The warm-up and sampling rule of `time_callable`: (timed samples, warm-up call count).
 
     `one_call()` runs one call and returns its measured milliseconds; `stop(samples)`, checked
     after each timed call, ends the sampling early (racing). Once `min_calls` are in, sampling also
-    ends after `max_wall_s` of wall time (tiny kernels: see DEFAULT_MAX_WALL_S).
+    ends after `max_wall_s` of wall time (tiny kernels: see DEFAULT_MAX_WALL_S). `warmed_up()` runs
+    once, when the warm-up has ended, before the first timed call: every later `one_call()` is timed.
     """
     # The first call may JIT-compile or autotune on the host between the events: it
     # counts as a warm-up call, but its time does not count towards `warmup_ms`.
@@ -402,6 +412,8 @@ def sample_calls(
         warm_n += 1
         if warm_n >= warmup_calls and time.monotonic() - wall0 > warmup_wall_limit_s:
             break
+    if warmed_up is not None:
+        warmed_up()
     samples: list[float] = []
     total = 0.0
     wall0 = time.monotonic()

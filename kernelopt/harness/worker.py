@@ -552,13 +552,14 @@ class Verifier:
         self.refs.pop(seed, None)
         self.kept_inputs.pop(seed, None)
 
-    def _judge_timed(self, seed: int, infos: list[Any], call: int | None) -> Trial:
+    def _judge_timed(self, seed: int, infos: list[Any], call: str) -> Trial:
+        """The verdict on a timed call's outputs in the arena; `call` names the call in its message."""
         from kernelopt.harness.verify import judge_trial
 
         verdict, _ = judge_trial(seed, infos, self._arena_outputs(infos), self.refs[seed],
                                  self.arena.values(self.in_specs), self.inputs_for(seed), self.atol, self.rtol)
         if not verdict.passed:
-            verdict.message = f"timed call {call}: {verdict.reason}: {verdict.message}"
+            verdict.message = f"{call}: {verdict.reason}: {verdict.message}"
         return verdict
 
     def _time(self, req: EvaluateRequest, ev: Evaluation, deadline: float) -> RunnerReply:
@@ -576,8 +577,9 @@ class Verifier:
                     last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms), deadline)
                     wall_s = time.perf_counter() - t0
                 stats = last.timing
-                verdict = (self._rewritten(cases[0], last.outputs, f"timed call {last.judged_call}")
-                           or self._judge_timed(cases[0], last.outputs, last.judged_call)) if last.ok and stats else None
+                judged = _judged_call_words(last.judged_call, stats) if last.ok and stats else ""
+                verdict = (self._rewritten(cases[0], last.outputs, judged)
+                           or self._judge_timed(cases[0], last.outputs, judged)) if last.ok and stats else None
             else:
                 last, stats, verdict = self._time_interpreter(cases, deadline, req.race_against_ms)
                 wall_s = 0.0
@@ -650,7 +652,8 @@ class Verifier:
                 return last, None, None
             if i:
                 samples.append(ms)
-            verdict = self._rewritten(seed, last.outputs, f"timed call {i + 1}") or self._judge_timed(seed, last.outputs, i + 1)
+            verdict = (self._rewritten(seed, last.outputs, f"timed call {i + 1}")
+                       or self._judge_timed(seed, last.outputs, f"timed call {i + 1}"))
             if not verdict.passed or clearly_slower(samples, race_against_ms):
                 break
         assert last is not None
@@ -716,6 +719,17 @@ def _stage(ev: Evaluation) -> Any:
     if ev.verification is None:
         return "load" if ev.timing is None else "time"
     return "time" if ev.verification.passed else "verify"
+
+
+def _judged_call_words(judged_call: int | None, stats: TimingStats) -> str:
+    """How a message names the GPU timing's judged call (`RunnerReply.judged_call`, 1-based over all
+    calls, the warm-up's included): its place among the timed calls, from which it was drawn."""
+    if judged_call is None:
+        return "the judged timed call"
+    timed = judged_call - stats.warmup_count
+    if timed < 1:  # only when no call was timed: the runner then keeps the first call's outputs
+        return f"warm-up call {judged_call}"
+    return f"timed call {timed} of {stats.count} (call {judged_call} counting the warm-up)"
 
 
 def _describe_exit(code: int | None, detail: str) -> str:
