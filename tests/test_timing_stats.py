@@ -302,3 +302,121 @@ def test_a_device_kept_busy_while_its_idle_cost_is_measured_excuses_no_hidden_wo
     assert cuda.busy_syncs == 0
     assert stats.trailing_us >= 500.0, stats
     assert hidden_work(stats) is not None
+
+
+# --- which call is judged (issue #19): uniform over the timed calls ------------------------------
+
+
+def test_sample_calls_says_when_the_warm_up_ends():
+    clock = _Clock([5000.0] + [30.0] * 100)
+    at = []
+    samples, warm = _sample(clock, warmed_up=lambda: at.append(clock.calls))
+    assert at == [warm] and warm == 3 and clock.calls == warm + len(samples)
+
+
+def test_after_call_is_told_which_calls_are_timed(monkeypatch):
+    """after_call(result, timed): False for exactly the warm-up's calls, True for the timed ones."""
+    cuda = _FakeCuda(event_ms=0.01)
+    cuda.install(monkeypatch)
+    seen: list = []
+    stats = time_callable(lambda: len(seen), device="cuda:0", flush_l2=False, launch_guard=False, warmup_ms=0.05,
+                          warmup_calls=3, min_ms=0.1, min_calls=7,
+                          after_call=lambda result, timed: seen.append((result, timed)))
+    assert stats.warmup_count > 3 and stats.count >= 10  # 0.05 ms of 0.01 ms calls after the first; 0.1 ms timed
+    assert [timed for _, timed in seen] == [False] * stats.warmup_count + [True] * stats.count
+    assert [result for result, _ in seen] == list(range(len(seen)))  # each call's own result
+
+
+def test_the_draw_replaces_the_judged_call_with_probability_one_over_t():
+    """Reservoir sampling: the t-th timed call asks randbelow(t) and is kept on 0; the first call is
+    kept until a timed call runs, and the first timed call always replaces it."""
+    from kernelopt.harness.runner import JudgedDraw
+
+    asked: list[int] = []
+    answers = iter([0, 1, 0, 2, 5])
+
+    def randbelow(n: int) -> int:
+        asked.append(n)
+        return next(answers)
+
+    draw = JudgedDraw(randbelow)
+    assert [draw.keep(False) for _ in range(3)] == [True, False, False] and draw.judged == 1 and asked == []
+    assert [draw.keep(True) for _ in range(5)] == [True, False, True, False, False]
+    assert asked == [1, 2, 3, 4, 5] and draw.judged == 6 and (draw.calls, draw.timed) == (8, 5)
+
+
+def test_the_judged_call_is_uniform_over_the_timed_calls():
+    """Simulated timings of 7 warm-up and 60 timed calls: the judged call is never a warm-up call,
+    is spread evenly over the timed calls (each quarter about 1/4; the last ten about 1/6, where
+    the old rule -- replace with probability 1/3 after each call -- judged one of the last ten in
+    98 % of timings), and is copied about 1 + ln(60) times, not 67/3."""
+    from kernelopt.harness.runner import JudgedDraw
+
+    rng = random.Random(1919)
+    warm, timed, runs = 7, 60, 4000
+    quarters = [0, 0, 0, 0]
+    last_ten = copies = 0
+    for _ in range(runs):
+        draw = JudgedDraw(rng.randrange)
+        copies += sum(draw.keep(i >= warm) for i in range(warm + timed))
+        assert draw.judged is not None
+        pos = draw.judged - warm  # 1-based among the timed calls
+        assert 1 <= pos <= timed
+        quarters[(pos - 1) * 4 // timed] += 1
+        last_ten += pos > timed - 10
+    assert all(abs(q / runs - 0.25) < 0.04 for q in quarters), quarters  # sd 0.007
+    assert (quarters[0] + quarters[1]) / runs == pytest.approx(0.5, abs=0.05)
+    assert last_ten / runs == pytest.approx(10 / 60, abs=0.04), last_ten
+    harmonic = sum(1.0 / t for t in range(1, timed + 1))  # 4.68: the expected timed copies
+    assert copies / runs == pytest.approx(1 + harmonic, abs=0.5)
+
+
+def test_the_runner_judges_a_timed_call_drawn_uniformly(monkeypatch):
+    """Runner.time -> time_callable -> Runner._after_timed_call on the CPU (fake CUDA, a runner with
+    a fake arena and candidate; the draw's randbelow seeded): the outputs reported are the judged
+    call's, the judged call is a timed one, spread over all of them, and outputs are copied about
+    ln(t) times per timing."""
+    import secrets
+    from types import SimpleNamespace
+
+    import torch
+
+    from kernelopt.harness.protocol import OutputInfo, TimeRequest
+    from kernelopt.harness.runner import Runner
+
+    _FakeCuda(event_ms=0.01).install(monkeypatch)
+    monkeypatch.setattr(secrets, "randbelow", random.Random(23).randrange)
+    calls = {"n": 0}
+
+    def candidate() -> torch.Tensor:
+        calls["n"] += 1
+        return torch.full((1,), float(calls["n"]))
+
+    copied: list[int] = []
+
+    def collect(outputs: list) -> list:
+        copied.append(int(outputs[0].item()))
+        return [OutputInfo(scalar=copied[-1])]
+
+    runner = object.__new__(Runner)  # no arena, problem or device: only what time() uses
+    runner.init = SimpleNamespace(inputs=[])
+    runner.arena = SimpleNamespace(values=lambda specs: [])
+    runner.prepared = SimpleNamespace(bound_call=lambda label, inputs: candidate)
+    runner.device, runner.idle_sync_us = "cuda:0", None
+    runner._collect_outputs = collect
+    runner._poison_returned = lambda outputs: None
+    timing = {"flush_l2": False, "launch_guard": False, "warmup_ms": 0.0, "warmup_calls": 5, "min_ms": 0.0,
+              "min_calls": 40}
+    runs, first_half = 200, 0
+    for _ in range(runs):
+        calls["n"] = 0
+        copied.clear()
+        reply = runner.time(TimeRequest(timing=timing))
+        assert reply.ok, reply.message
+        warm, count = reply.timing.warmup_count, reply.timing.count
+        assert (warm, count, calls["n"]) == (5, 40, 45)
+        assert warm < reply.judged_call <= warm + count
+        assert reply.outputs[0].scalar == reply.judged_call == copied[-1]
+        assert copied[0] == 1  # the first call's, until a timed call is drawn
+        first_half += reply.judged_call - warm <= count // 2
+    assert 0.35 < first_half / runs < 0.65, first_half  # sd 0.035; the old rule: about 0

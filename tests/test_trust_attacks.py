@@ -181,6 +181,9 @@ def test_replacing_the_running_guard_itself_is_tampering():
 
 
 @pytest.mark.parametrize("owner, attr", [("kernelopt.harness.runner.Runner", "_collect_outputs"),
+                                         # which call is judged (a replacement could judge only honest calls)
+                                         ("kernelopt.harness.runner.Runner", "_after_timed_call"),
+                                         ("kernelopt.harness.runner.JudgedDraw", "keep"),
                                          ("kernelopt.harness.runner", "_bytes"), ("kernelopt.harness.runner", "_describe"),
                                          ("torch.cuda.Stream", "synchronize"), ("torch.Tensor", "zero_"),
                                          # the trailing time's measure, and what the stats go through on their way out
