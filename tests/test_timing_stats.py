@@ -371,18 +371,33 @@ def test_the_judged_call_is_uniform_over_the_timed_calls():
     assert copies / runs == pytest.approx(1 + harmonic, abs=0.5)
 
 
+def _fake_runner(candidate, collect):
+    """A runner with no arena, problem or device: what Runner.time uses, `candidate` the bound call,
+    `collect(outputs)` standing in for the copy into the arena (it returns the OutputInfos)."""
+    from types import SimpleNamespace
+
+    from kernelopt.harness.runner import Runner
+
+    runner = object.__new__(Runner)
+    runner.init = SimpleNamespace(inputs=[])
+    runner.arena = SimpleNamespace(values=lambda specs: [])
+    runner.prepared = SimpleNamespace(bound_call=lambda label, inputs: candidate)
+    runner.device, runner.idle_sync_us = "cuda:0", None
+    runner._collect_outputs = collect
+    runner._poison_returned = lambda outputs: None
+    return runner
+
+
 def test_the_runner_judges_a_timed_call_drawn_uniformly(monkeypatch):
     """Runner.time -> time_callable -> Runner._after_timed_call on the CPU (fake CUDA, a runner with
     a fake arena and candidate; the draw's randbelow seeded): the outputs reported are the judged
     call's, the judged call is a timed one, spread over all of them, and outputs are copied about
     ln(t) times per timing."""
     import secrets
-    from types import SimpleNamespace
 
     import torch
 
     from kernelopt.harness.protocol import OutputInfo, TimeRequest
-    from kernelopt.harness.runner import Runner
 
     _FakeCuda(event_ms=0.01).install(monkeypatch)
     monkeypatch.setattr(secrets, "randbelow", random.Random(23).randrange)
@@ -398,13 +413,7 @@ def test_the_runner_judges_a_timed_call_drawn_uniformly(monkeypatch):
         copied.append(int(outputs[0].item()))
         return [OutputInfo(scalar=copied[-1])]
 
-    runner = object.__new__(Runner)  # no arena, problem or device: only what time() uses
-    runner.init = SimpleNamespace(inputs=[])
-    runner.arena = SimpleNamespace(values=lambda specs: [])
-    runner.prepared = SimpleNamespace(bound_call=lambda label, inputs: candidate)
-    runner.device, runner.idle_sync_us = "cuda:0", None
-    runner._collect_outputs = collect
-    runner._poison_returned = lambda outputs: None
+    runner = _fake_runner(candidate, collect)
     timing = {"flush_l2": False, "launch_guard": False, "warmup_ms": 0.0, "warmup_calls": 5, "min_ms": 0.0,
               "min_calls": 40}
     runs, first_half = 200, 0
@@ -420,3 +429,48 @@ def test_the_runner_judges_a_timed_call_drawn_uniformly(monkeypatch):
         assert copied[0] == 1  # the first call's, until a timed call is drawn
         first_half += reply.judged_call - warm <= count // 2
     assert 0.35 < first_half / runs < 0.65, first_half  # sd 0.035; the old rule: about 0
+
+
+def test_a_candidate_honest_only_at_the_end_of_its_timing_is_judged_on_its_garbage(monkeypatch):
+    """tests/fixtures/attacks/timing_late_honest.py through Runner.time on fake CUDA (0.25 ms a call,
+    so its prediction of the end from `sample_calls`' locals is exact): honest in the warm-up and on
+    exactly the last 10 of 100 timed calls, zeros on the others. The judged outputs are the honest
+    ones in about 10 % of timings (the old draw: about 98 %)."""
+    import importlib.util
+    import secrets
+
+    import torch
+
+    from kernelopt.harness.protocol import OutputInfo, TimeRequest
+
+    att = Path(__file__).parent / "fixtures" / "attacks"
+    monkeypatch.syspath_prepend(str(att))
+    monkeypatch.delenv("KERNELOPT_TEST_ATTACK_OUT", raising=False)
+    spec = importlib.util.spec_from_file_location("timing_late_honest", att / "timing_late_honest.py")
+    attack = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(attack)
+    model = attack.ModelNew(2.5)
+    x, y = torch.ones(4), torch.ones(4)
+    assert torch.equal(model(x, y), 2.5 * x + y)  # no timer on the stack: a trial
+
+    _FakeCuda(event_ms=0.25).install(monkeypatch)
+    monkeypatch.setattr(secrets, "randbelow", random.Random(5).randrange)
+    honest: list[bool] = []
+
+    def candidate():
+        out = model(x, y)
+        honest.append(bool(torch.equal(out, 2.5 * x + y)))
+        return out
+
+    runner = _fake_runner(candidate, lambda outputs: [OutputInfo(scalar=bool(torch.equal(outputs[0], 2.5 * x + y)))])
+    timing = {"flush_l2": False, "launch_guard": False, "warmup_ms": 0.0, "warmup_calls": 5, "min_ms": 25.0,
+              "min_calls": 10, "max_wall_s": 600.0}
+    runs, passed = 60, 0
+    for _ in range(runs):
+        honest.clear()
+        reply = runner.time(TimeRequest(timing=timing))
+        assert reply.ok, reply.message
+        assert (reply.timing.warmup_count, reply.timing.count) == (5, 100)
+        assert honest == [True] * 5 + [False] * 90 + [True] * 10
+        passed += reply.outputs[0].scalar
+    assert passed / runs < 0.3, passed  # sd 0.04 about 0.1

@@ -82,6 +82,35 @@ def test_skipping_work_when_timed_is_timing_mismatch(name):
     assert evs[1].failure is None and evs[1].timing is not None
 
 
+def test_garbage_until_the_last_timed_calls_is_timing_mismatch(tmp_path, monkeypatch):
+    """timing_late_honest.py: honest in the trials and the warm-up, zeros on every timed call except
+    those it predicts (from `sample_calls`' locals) are the last 10 of its timing. The judged call is
+    drawn uniformly over the timed calls (`runner.JudgedDraw`), so a timing passes with probability
+    f = honest timed calls / timed calls. The attack logs each honest timed call, which bounds f by
+    (honest lines) / (the largest timed call logged); asserted at most 0.015 for each of 3 timings
+    (about 10 of the thousands of calls a 4 MB kernel gets in max_wall_s), and at least 2 of the 3
+    must be `timing_mismatch`: a pass by luck is at most 3 f^2 < 7e-4. Against the old draw (the
+    judged outputs replaced with probability 1/3 after each call) each timing passed with probability
+    about 0.98 where the prediction holds (tests/test_timing_stats.py, on fake CUDA: 59 of 60)."""
+    out = tmp_path / "late_honest.jsonl"
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", str(out))
+    evs = evaluate(load_problem(ATT / "problem.py", {"N": "1048576"}),
+                   _cands("timing_late_honest.py", "timing_late_honest.py", "timing_late_honest.py", "ok.py"),
+                   timeout_s=120)
+    assert evs[3].failure is None and evs[3].timing is not None, evs[3].failure
+    runs: dict[str, list[int]] = {}
+    for line in out.read_text().splitlines():
+        rec = json.loads(line)
+        runs.setdefault(rec["run"], []).append(rec["timed_call"])
+    # Each timing was the attack it claims: honest on a few timed calls, at its end.
+    assert len(runs) == 3, runs.keys()
+    for calls in runs.values():
+        assert len(calls) / max(calls) <= 0.015, (len(calls), max(calls))
+    reasons = [e.failure.reason if e.failure else None for e in evs[:3]]
+    assert reasons.count("timing_mismatch") >= 2, [e.failure for e in evs[:3]]
+    assert all(r in ("timing_mismatch", None) for r in reasons), [e.failure for e in evs[:3]]
+
+
 def test_work_hidden_beside_the_launch_guard_is_timing_mismatch():
     """The guard holds every SM (`kernelopt.harness.gpu_guard`): the side stream's work waits for it,
     runs after the start event, and trails the timed stream's end."""
