@@ -98,6 +98,9 @@ def test_iterate_appends_a_correct_version_and_records_it(run: Path, tmp_path: P
     assert proposed[0]["proposal"]["optimizer"] == "agent"
     assert proposed[0]["proposal"]["strategy"] == "single-pass-row"
     assert (run / "v1" / "kernel.py").read_text() == EXP2.read_text()
+    # Its profile's time is recorded, as the loop records its own (profile-cost estimates read it).
+    started = next(i for i, e in enumerate(events) if e["type"] == "round_started" and e.get("round") == 1)
+    assert any(e["type"] == "spent" and e["phase"] == "profiling" for e in events[started:])
     assert "run_finished" not in [e["type"] for e in events]  # still open for the next version
     # The time printed is the one measured, and the speedup is v0's median over it.
     v0 = json.loads((run / "v0" / "evaluation.json").read_text())["timing"]["median_ms"]

@@ -12,6 +12,7 @@ versions are measured, promoted, reported and remembered exactly like the loop's
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -120,7 +121,10 @@ def iterate(
             loop.evaluate(pending)
             profiled = "no"
             if profile and loop.state.versions[vid].correct:
+                since = time.monotonic()
                 profiled = loop.profile_one(vid)
+                # Recorded like the loop's own profiles: the next profile's cost is estimated from them.
+                loop.spend("profiling", since)
             loop.promote()
             loop.profile_beam()
             loop.record_experience(pending)
