@@ -13,7 +13,7 @@ if [ -d .whl ]; then
   export PYTHONPATH=/tmp/site:$PWD
 fi
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 KERNELOPT_DB=/tmp/scaling-exp.db
-common=(benchmarks/suite --problems "$PROBLEMS" --budget-evals 6 --rounds 3 --beam 1 --proposals 3
+common=(benchmarks/suite --optimizer knobs --problems "$PROBLEMS" --budget-evals 6 --rounds 3 --beam 1 --proposals 3
         --baselines none --no-profile --no-experience --json)
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader > "$OUT/r/gpus.txt"
 t0=$(date +%s.%N)
