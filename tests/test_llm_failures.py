@@ -109,7 +109,7 @@ def test_llm_timeout_and_retries_bound_a_hung_command(tmp_path: Path) -> None:
     (["--optimizer", "llm", "--provider", "nosuch"], "unknown LLM provider"),
     (["--optimizer", "llm", "--provider", "openai", "--llm-command", "x"], "does not take --llm-command"),
     (["--optimizer", "llm", "--provider", "command", "--llm-command", "no-such-llm-tool-xyz"], "no such program"),
-    (["--provider", "command"], "--optimizer knobs: does not use --provider"),
+    (["--provider", "command"], "--optimizer strategies: does not use --provider"),  # the default optimizer
     (["--optimizer", "agent", "--model", "m"], "--optimizer agent: does not use --model"),
     (["--llm-timeout", "5"], "does not use --llm-timeout"),
 ])
