@@ -17,6 +17,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from kernelopt.models.optimize import KnobSpec, KnobValue
 from kernelopt.source import (
@@ -318,35 +319,15 @@ def _str_kw(src: SourceFile, call: ast.Call, kw: ast.keyword, names: list[str], 
 def _directive_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[KnobSite]:
     """eviction_policy / cache_modifier of each tl.load/tl.store; input_precision of each tl.dot;
     num_stages / unroll of each loop."""
-    out: list[KnobSite] = []
     kname = k.fn.name
-    per_line: dict[tuple[str, int], int] = {}
-    calls: list[tuple[str, ast.Call]] = []
-    for node in ast.walk(k.fn):
-        if isinstance(node, ast.Call) and al.tl_attr(node.func) in ("load", "store"):
-            calls.append((al.tl_attr(node.func) or "", node))
-    calls.sort(key=lambda t: src.start(t[1]))
-    for what, call in calls:
-        key = (what, call.lineno)
-        per_line[key] = per_line.get(key, 0) + 1
-    seen: dict[tuple[str, int], int] = {}
-    for what, call in calls:
-        key = (what, call.lineno)
-        seen[key] = seen.get(key, 0) + 1
-        tag = f"{what}@L{call.lineno}" + (f"#{seen[key]}" if per_line[key] > 1 else "")
-        kws = {kw.arg: kw for kw in call.keywords if kw.arg}
-        for param, domain in (("eviction_policy", EVICTION_POLICIES),
-                              ("cache_modifier", LOAD_CACHE_MODIFIERS if what == "load" else STORE_CACHE_MODIFIERS)):
-            names = [f"{tag}.{param}", f"{kname}.{tag}.{param}"]
-            if param in kws:
-                site = _str_kw(src, call, kws[param], names, kname, domain)
-                if site is not None:
-                    out.append(site)
-            elif call.args or call.keywords:
-                out.append(KnobSite(names=names, value="", kernel=kname, line=call.lineno, domain=list(domain),
-                                    kind="directive", insert_at=last_arg_end(src, call), kwarg=param,
-                                    pos=src.start(call)))
-    out.extend(_dot_precision_sites(src, k, al))
+    out = _string_kwarg_sites(src, k, al, {
+        "load": (("eviction_policy", EVICTION_POLICIES), ("cache_modifier", LOAD_CACHE_MODIFIERS)),
+        "store": (("eviction_policy", EVICTION_POLICIES), ("cache_modifier", STORE_CACHE_MODIFIERS))})
+    # A dot that says `allow_tf32` (the older spelling, which Triton refuses beside input_precision)
+    # or passes **kwargs is left alone.
+    out += _string_kwarg_sites(src, k, al, {"dot": (("input_precision", DOT_INPUT_PRECISIONS),)},
+                               lambda call: len(call.args) >= 2 and all(kw.arg not in (None, "allow_tf32")
+                                                                        for kw in call.keywords))
     for node in ast.walk(k.fn):
         if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and node.iter.args):
             continue
@@ -375,33 +356,36 @@ def _directive_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[K
     return out
 
 
-def _dot_precision_sites(src: SourceFile, k: JitKernel, al: TritonAliases) -> list[KnobSite]:
-    """`input_precision` of each tl.dot: `dot@L44.input_precision` (`#2` for a second dot on the line).
-    A dot that says `allow_tf32` (the older spelling, which Triton refuses beside input_precision)
-    or computes its precision is left alone."""
+def _string_kwarg_sites(src: SourceFile, k: JitKernel, al: TritonAliases,
+                        params: dict[str, tuple[tuple[str, list[str]], ...]],
+                        wanted: Callable[[ast.Call], bool] = lambda call: True) -> list[KnobSite]:
+    """A string keyword of each `tl.<what>(...)` call named in `params` ({what: ((param, domain), ...)}),
+    in source order: `load@L41.eviction_policy`, `#2` for a second such call on the line. A literal is
+    a knob at its value; an absent keyword is one at '' (inserted when set), on a call with arguments."""
     kname = k.fn.name
-    dots = sorted((n for n in ast.walk(k.fn) if isinstance(n, ast.Call) and al.tl_attr(n.func) == "dot"
-                   and len(n.args) >= 2), key=src.start)
-    per_line: dict[int, int] = {}
-    for call in dots:
-        per_line[call.lineno] = per_line.get(call.lineno, 0) + 1
+    calls = sorted(((al.tl_attr(n.func) or "", n) for n in ast.walk(k.fn)
+                    if isinstance(n, ast.Call) and al.tl_attr(n.func) in params and wanted(n)),
+                   key=lambda t: src.start(t[1]))
+    per_line: dict[tuple[str, int], int] = {}
+    for what, call in calls:
+        per_line[(what, call.lineno)] = per_line.get((what, call.lineno), 0) + 1
     out: list[KnobSite] = []
-    seen: dict[int, int] = {}
-    for call in dots:
-        seen[call.lineno] = seen.get(call.lineno, 0) + 1
-        tag = f"dot@L{call.lineno}" + (f"#{seen[call.lineno]}" if per_line[call.lineno] > 1 else "")
+    seen: dict[tuple[str, int], int] = {}
+    for what, call in calls:
+        key = (what, call.lineno)
+        seen[key] = seen.get(key, 0) + 1
+        tag = f"{what}@L{call.lineno}" + (f"#{seen[key]}" if per_line[key] > 1 else "")
         kws = {kw.arg: kw for kw in call.keywords if kw.arg}
-        if "allow_tf32" in kws or any(kw.arg is None for kw in call.keywords):
-            continue
-        names = [f"{tag}.input_precision", f"{kname}.{tag}.input_precision"]
-        if "input_precision" in kws:
-            site = _str_kw(src, call, kws["input_precision"], names, kname, DOT_INPUT_PRECISIONS)
-            if site is not None:
-                out.append(site)
-        else:
-            out.append(KnobSite(names=names, value="", kernel=kname, line=call.lineno, domain=list(DOT_INPUT_PRECISIONS),
-                                kind="directive", insert_at=last_arg_end(src, call), kwarg="input_precision",
-                                pos=src.start(call)))
+        for param, domain in params[what]:
+            names = [f"{tag}.{param}", f"{kname}.{tag}.{param}"]
+            if param in kws:
+                site = _str_kw(src, call, kws[param], names, kname, domain)
+                if site is not None:
+                    out.append(site)
+            elif call.args or call.keywords:
+                out.append(KnobSite(names=names, value="", kernel=kname, line=call.lineno, domain=list(domain),
+                                    kind="directive", insert_at=last_arg_end(src, call), kwarg=param,
+                                    pos=src.start(call)))
     return out
 
 
