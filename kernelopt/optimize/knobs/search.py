@@ -503,21 +503,19 @@ def _direction(site: KnobSite, target: KnobValue) -> int:
     return 1 if _index(site.domain, target) > _index(site.domain, site.value) else -1
 
 
-def _far_steps(site: KnobSite, value: KnobValue, direction: int) -> list[KnobValue]:
-    """The domain values two or more steps from `value`, nearest first; at equal distance the
-    hinted direction first (else upwards)."""
+def _steps_at(site: KnobSite, value: KnobValue, direction: int, distance: int) -> list[KnobValue]:
+    """The domain values `distance` steps from `value`, the hinted direction first (else upwards first)."""
     i = _index(site.domain, value)
-    out: list[KnobValue] = []
-    for d in range(2, len(site.domain)):
-        up = [site.domain[i + d]] if i + d < len(site.domain) else []
-        down = [site.domain[i - d]] if i - d >= 0 else []
-        out += down + up if direction < 0 else up + down
-    return out
+    up = [site.domain[i + distance]] if i + distance < len(site.domain) else []
+    down = [site.domain[i - distance]] if i - distance >= 0 else []
+    return down + up if direction < 0 else up + down
 
 
 def _steps(site: KnobSite, value: KnobValue, direction: int) -> list[KnobValue]:
     """The domain neighbours of `value`, the hinted direction first (else upwards first)."""
-    i = _index(site.domain, value)
-    up = [site.domain[i + 1]] if i + 1 < len(site.domain) else []
-    down = [site.domain[i - 1]] if i > 0 else []
-    return down + up if direction < 0 else up + down
+    return _steps_at(site, value, direction, 1)
+
+
+def _far_steps(site: KnobSite, value: KnobValue, direction: int) -> list[KnobValue]:
+    """The domain values two or more steps from `value`, nearest first."""
+    return [v for d in range(2, len(site.domain)) for v in _steps_at(site, value, direction, d)]
