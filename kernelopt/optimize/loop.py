@@ -48,18 +48,21 @@ def timing_alone_s(phases: dict[str, float], warm_verify: float) -> float:
     first, its verification too, less what a verification costs once the first call is paid
     (`warm_verify`, `_warm_verify_s`)."""
     cost = phases.get("runner_start", 0.0) + phases.get("load", 0.0) + phases.get("time", 0.0)
-    order = [p for p in phases if p in ("verify", "time")]
-    if order[:1] == ["verify"]:
+    if _checks_in_order(phases)[:1] == ["verify"]:
         cost += max(0.0, phases["verify"] - warm_verify)
     return cost
+
+
+def _checks_in_order(phases: dict[str, float]) -> list[str]:
+    """'verify' and 'time' as an evaluation ran them (its phases keep their order)."""
+    return [p for p in phases if p in ("verify", "time")]
 
 
 def _warm_verify_s(evs: Sequence[Evaluation]) -> float:
     """What a verification costs once the first call is paid: the median of the run's verifications
     that ran after their version's timing; before there are any, the shortest verification (a
     kernel verified first pays its compile there, and the cheapest one paid the least)."""
-    warm = [e.phases["verify"] for e in evs
-            if [p for p in e.phases if p in ("verify", "time")] == ["time", "verify"]]
+    warm = [e.phases["verify"] for e in evs if _checks_in_order(e.phases) == ["time", "verify"]]
     if warm:
         return statistics.median(warm)
     return min((e.phases["verify"] for e in evs if "verify" in e.phases), default=0.0)
