@@ -90,7 +90,6 @@ class OccupyingGuard(NamedTuple):
     func: int  # the kernel's CUfunction
     grid: int
     block: int
-    context: int
 
     def __call__(self, us: float, stream: int) -> None:
         ns = ctypes.c_uint64(max(0, int(us * 1000.0)))
@@ -120,7 +119,7 @@ def occupying_guard() -> OccupyingGuard | None:
     for key, guard in LOADED:
         if key == ctx.value:
             return guard
-    guard = _load(lib, ctx.value)
+    guard = _load(lib)
     if guard is not None:
         LOADED = LOADED + ((ctx.value, guard),)
     return guard
@@ -135,7 +134,7 @@ def _driver() -> Any:
         return None
 
 
-def _load(lib: Any, context: int) -> OccupyingGuard | None:
+def _load(lib: Any) -> OccupyingGuard | None:
     device = ctypes.c_int()
     module = ctypes.c_void_p()
     func = ctypes.c_void_p()
@@ -152,7 +151,7 @@ def _load(lib: Any, context: int) -> OccupyingGuard | None:
     if block == 0:
         return None
     launch = ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value
-    return OccupyingGuard(launch, func.value, sms.value * per_sm, block, context)
+    return OccupyingGuard(launch, func.value, sms.value * per_sm, block)
 
 
 def fill_shape(threads_per_sm: int, resident_blocks: Any) -> tuple[int, int]:

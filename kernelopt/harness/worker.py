@@ -577,9 +577,11 @@ class Verifier:
                     last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms), deadline)
                     wall_s = time.perf_counter() - t0
                 stats = last.timing
-                judged = _judged_call_words(last.judged_call, stats) if last.ok and stats else ""
-                verdict = (self._rewritten(cases[0], last.outputs, judged)
-                           or self._judge_timed(cases[0], last.outputs, judged)) if last.ok and stats else None
+                verdict = None
+                if last.ok and stats:
+                    judged = _judged_call_words(last.judged_call, stats)
+                    verdict = (self._rewritten(cases[0], last.outputs, judged)
+                               or self._judge_timed(cases[0], last.outputs, judged))
             else:
                 last, stats, verdict = self._time_interpreter(cases, deadline, req.race_against_ms)
                 wall_s = 0.0
