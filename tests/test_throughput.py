@@ -58,17 +58,21 @@ class ClockEngine(FakeEngine):
         self.clock["now"] += self.start_s
         return self
 
+    def phases(self, cand: Candidate, verify: bool, time_: bool) -> dict[str, float]:
+        phases = {"load": 0.5, "verify": self.eval_s - 1.5, "time": 1.0}
+        if not verify:
+            phases.pop("verify")
+        if not time_:
+            phases.pop("time")
+        return phases
+
     def evaluate(self, candidates: Sequence[Candidate], *, on_result: Callable[[int, Evaluation], None] | None = None,
                  **kw: Any) -> list[Evaluation]:
-        phases = {"load": 0.5, "verify": self.eval_s - 1.5, "time": 1.0}
-        if not kw.get("verify", True):
-            phases.pop("verify")
-        if not kw.get("time", True):
-            phases.pop("time")
+        verify, time_ = kw.get("verify", True), kw.get("time", True)
 
         def timed(i: int, ev: Evaluation) -> None:
-            ev.phases = dict(phases)
-            ev.wall_s = sum(phases.values())
+            ev.phases = self.phases(candidates[i], verify, time_)
+            ev.wall_s = sum(ev.phases.values())
             self.clock["now"] += ev.wall_s
             if on_result is not None:
                 on_result(i, ev)
@@ -122,27 +126,14 @@ class AutotuneClockEngine(ClockEngine):
     whichever phase runs first (the search verifies first; the re-timing only times): 0.5 s for v0,
     9 s for every other version (they autotune a table)."""
 
-    def evaluate(self, candidates: Sequence[Candidate], *, on_result: Callable[[int, Evaluation], None] | None = None,
-                 **kw: Any) -> list[Evaluation]:
-        verify, time_ = kw.get("verify", True), kw.get("time", True)
-
-        def phases_of(cand: Candidate) -> dict[str, float]:
-            compile_s = 0.5 if "/v0/" in cand.path else 9.0
-            out = {"load": 0.5}
-            if verify:
-                out["verify"] = 1.0 + compile_s
-            if time_:
-                out["time"] = 1.0 + (0.0 if verify else compile_s)
-            return out
-
-        def timed(i: int, ev: Evaluation) -> None:
-            ev.phases = phases_of(candidates[i])
-            ev.wall_s = sum(ev.phases.values())
-            self.clock["now"] += ev.wall_s
-            if on_result is not None:
-                on_result(i, ev)
-
-        return FakeEngine.evaluate(self, candidates, on_result=timed, **kw)
+    def phases(self, cand: Candidate, verify: bool, time_: bool) -> dict[str, float]:
+        compile_s = 0.5 if "/v0/" in cand.path else 9.0
+        out = {"load": 0.5}
+        if verify:
+            out["verify"] = 1.0 + compile_s
+        if time_:
+            out["time"] = 1.0 + (0.0 if verify else compile_s)
+        return out
 
 
 def test_the_finish_keeps_back_what_timing_the_best_kernels_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
