@@ -429,6 +429,47 @@ def test_suspect_when_the_wall_clock_disagrees():
     assert v._suspect(_stats(median, guard_us=guard_us), wall_s=faked) == []
 
 
+def test_a_gpu_timing_calls_once_before_the_wall_clock_starts(monkeypatch):
+    """The timing runner's first call compiles (an autotuned kernel benchmarks its table there): it runs as
+    one untimed call before the TimeRequest, so the wall-clock check does not hold seconds of compile
+    against the GPU time. With the compile inside the clock, this honest candidate was flagged suspect."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import kernelopt.harness.timing as timing_mod
+    from kernelopt.harness.protocol import CallRequest, RunnerReply, TimeRequest
+    from kernelopt.models.harness import Candidate, Evaluation, Problem, Trial
+
+    v = _verifier(floor_ms=None)
+    v.device, v.baselines, v.in_specs = "cuda:0", {}, []
+    v.cfg = SimpleNamespace(timing={})
+    v.arena = SimpleNamespace(write=lambda specs, values: None)
+    v.progress = lambda index, text: None
+    v.inputs_for = lambda seed: []
+    v._new_case, v._drop_case = (lambda: 7), (lambda seed: None)
+    v._rewritten = lambda seed, infos, call: None
+    v._judge_timed = lambda seed, infos, call: Trial(seed=seed, passed=True)
+    v._trial = lambda seed, deadline: (RunnerReply(ok=True), Trial(seed=seed, passed=True), None)
+    monkeypatch.setattr(timing_mod, "gpu_lock", lambda device, **kw: contextlib.nullcontext())
+    asked: list[str] = []
+
+    def ask(request, deadline):
+        asked.append(type(request).__name__)
+        if isinstance(request, CallRequest):
+            time.sleep(0.4)  # the first call: compile and autotune
+            return RunnerReply(ok=True)
+        assert isinstance(request, TimeRequest)
+        return RunnerReply(ok=True, timing=_stats(0.1, count=10, warmup=1), calls=11)
+
+    v.ask = ask
+    problem = Problem(path="p.py", name="p")
+    ev = Evaluation(problem=problem, candidate=Candidate(path="k.py", name="k", backend="triton", entry="ModelNew",
+                                                         sha256=""))
+    v._time(SimpleNamespace(index=0, race_against_ms=1.0), ev, deadline=time.monotonic() + 60)
+    assert asked == ["CallRequest", "TimeRequest"]
+    assert ev.failure is None and ev.timing is not None and ev.suspect == []
+
+
 def test_suspect_is_for_gpu_times_only():
     v = _verifier(floor_ms=1.0)
     v.cuda = False
