@@ -378,13 +378,16 @@ class RacingEngine(FakeEngine):
     thresholds: list[float | None] = []
 
     def evaluate(self, candidates: Sequence[Candidate], *, on_result: Callable[[int, Evaluation], None] | None = None,
-                 race_against_ms: float | None = None, **kw: Any) -> list[Evaluation]:
+                 race_against_ms: float | Sequence[float | None] | None = None, **kw: Any) -> list[Evaluation]:
         RacingEngine.thresholds.append(race_against_ms)
+        # The loop gives each candidate its own threshold (a structure on probation races looser).
+        races = list(race_against_ms) if isinstance(race_against_ms, Sequence) else [race_against_ms] * len(candidates)
 
         def race(i: int, ev: Evaluation) -> None:
-            if race_against_ms is not None and ev.timing is not None and ev.timing.min_ms > race_against_ms:
+            against = races[i]
+            if against is not None and ev.timing is not None and ev.timing.min_ms > against:
                 ev.timing = ev.timing.model_copy(update={"count": 5, "raced_out": True,
-                                                         "race_against_ms": race_against_ms})
+                                                         "race_against_ms": against})
             if on_result is not None:
                 on_result(i, ev)
 

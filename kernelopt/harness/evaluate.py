@@ -392,7 +392,7 @@ class Engine:
         time: bool = True,
         on_result: ResultFn | None = None,
         workers: int | None = None,
-        race_against_ms: float | None = None,
+        race_against_ms: float | Sequence[float | None] | None = None,
     ) -> list[Evaluation]:
         """Evaluate `candidates` (spread over the workers); results in the given order.
 
@@ -400,8 +400,13 @@ class Engine:
         interleaved re-timing (A-B-B-A) needs one device and one order.
         `race_against_ms` (racing): each candidate is timed first and stops being timed once
         it is clearly slower than this (`timing.clearly_slower`); such an evaluation is
-        `raced_out`, unverified and not passed. The others are fully timed and verified.
+        `raced_out`, unverified and not passed. The others are fully timed and verified. A sequence
+        gives each candidate its own threshold (None: not raced).
         """
+        races = (list(race_against_ms) if isinstance(race_against_ms, Sequence)
+                 else [race_against_ms] * len(candidates))
+        if len(races) != len(candidates):
+            raise ValueError(f"race_against_ms: {len(races)} thresholds for {len(candidates)} candidates")
         self.start()
         jobs: queue.Queue[int] = queue.Queue()
         for i in range(len(candidates)):
@@ -423,7 +428,7 @@ class Engine:
                         self.progress(ProgressEvent(i, cand.name, text, worker.name, _now() - started))
 
                 ev = worker.evaluate(EvaluateRequest(index=i, candidate=cand, verify=verify, time=time,
-                                                     race_against_ms=race_against_ms), report)
+                                                     race_against_ms=races[i]), report)
                 with lock:
                     results[i] = ev
                     if on_result is not None:

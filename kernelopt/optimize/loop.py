@@ -39,6 +39,12 @@ PROFILE_CALLS = 150
 PROFILE_SHARE = 0.5
 # Strategies asked of the recommend stage for each beam member.
 RECOMMENDATIONS = 12
+# A new structure (a transform's rewrite, say) starts with its parent's knob values, tuned for another
+# structure, so its first time undersells it: a flat elementwise grid inherits a row kernel's 16 warps.
+# One beam slot beyond --beam keeps the fastest structure that the beam lacks, while it is within this
+# share of the best and its own best version has not been expanded yet (its knobs not tuned), and
+# racing spares such structures up to the same share (`Loop.on_probation`, `Loop.race_against_ms`).
+PROBATION_MARGIN = 0.10
 
 
 def timing_alone_s(phases: dict[str, float], warm_verify: float) -> float:
@@ -271,7 +277,12 @@ class Loop:
         if cands and race is None:
             self.engine.evaluate(cands, on_result=record)
         elif cands:
-            self.engine.evaluate(cands, on_result=record, race_against_ms=race)
+            # A structure the beam lacks races against a looser bound: on probation it may enter the beam
+            # within PROBATION_MARGIN of the best, so racing must not stop it first.
+            beam_structures = {self.structure(v.id) for v in self.correct()[: self.config.beam]}
+            races = [race if self.structure(vid) in beam_structures else race * (1.0 + PROBATION_MARGIN)
+                     for vid in sent]
+            self.engine.evaluate(cands, on_result=record, race_against_ms=races)
         self.refresh()
 
     def race_against_ms(self) -> float | None:
@@ -379,11 +390,37 @@ class Loop:
         return "ncu" if summary is not None else "static"
 
     def promote(self) -> list[str]:
-        beam = [v.id for v in self.correct()[: self.config.beam]]
+        ranked = self.correct()
+        beam = [v.id for v in ranked[: self.config.beam]]
+        trial = self.on_probation(ranked)
+        if trial is not None:
+            beam.append(trial)
         if beam != self.state.beam:
             self.rundir.record_promoted(beam)
             self.refresh()
         return beam
+
+    def on_probation(self, ranked: list[Version]) -> str | None:
+        """The version that takes the beam's probation slot (PROBATION_MARGIN), if any: the best version
+        of the fastest structure that no member of the top --beam has, within the margin of the best,
+        not v0, and not expanded yet (no evaluated child: once its knobs were tried and none beat it,
+        its probation is over; a child that did beat it is the structure's best and goes on)."""
+        k = self.config.beam
+        if len(ranked) <= k or ranked[0].median_ms is None:
+            return None
+        limit = ranked[0].median_ms * (1.0 + PROBATION_MARGIN)
+        taken = {self.structure(v.id) for v in ranked[:k]}
+        expanded = {v.parent for v in self.state.versions.values() if v.parent and v.evaluation is not None}
+        for v in ranked[k:]:
+            if v.median_ms is None or v.median_ms > limit:
+                return None  # fastest first: the rest are slower still
+            structure = self.structure(v.id)
+            if structure in taken:
+                continue
+            taken.add(structure)  # the first of a structure is its best: its slower versions never count
+            if v.parent is not None and v.id not in expanded:
+                return v.id
+        return None
 
     def context(self, round_: int) -> OptimizeContext:
         beam = [self.state.versions[v] for v in self.state.beam]
@@ -442,12 +479,13 @@ class Loop:
         from kernelopt.optimize.knobs.rewrite import structure_hash
 
         if version_id not in self._structures:
-            v = self.state.versions[version_id]
+            v = self.state.versions.get(version_id)  # None: proposed this round, state not replayed yet
+            path = v.path if v is not None else str(self.rundir.kernel_path(version_id))
             try:
-                text = Path(v.path).read_text()
+                text = Path(path).read_text()
             except (OSError, UnicodeDecodeError):  # a refused version's file may be gone
-                text = v.proposal.source if v.proposal else ""
-            self._structures[version_id] = structure_hash(text, v.path)
+                text = v.proposal.source if v is not None and v.proposal else ""
+            self._structures[version_id] = structure_hash(text, path)
         return self._structures[version_id]
 
     def propose(self, round_: int) -> list[str]:

@@ -1,0 +1,100 @@
+"""The beam's probation slot (loop.PROBATION_MARGIN): a new structure -- a transform's rewrite, say --
+starts with knob values tuned for its parent's structure, so one beam slot beyond --beam keeps the
+fastest structure the beam lacks while it is within the margin of the best and not yet expanded, and
+racing spares such structures up to the same margin. On an H200 (session 12) bias_silu_residual's flat
+elementwise rewrite came in 2 % slower than the tuned row kernel with the row kernel's 16 warps: it was
+raced out and its knobs were never tuned."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from kernelopt.models.harness import Candidate, Evaluation, Problem, TimingStats
+from kernelopt.models.optimize import RunState, Version
+from kernelopt.optimize import loop as loop_mod
+
+PROBLEM = Problem(path="p.py", name="p")
+
+
+def _version(vid: str, ms: float | None, parent: str | None) -> Version:
+    cand = Candidate(path=f"{vid}/kernel.py", name=vid, backend="triton", entry="kernel_function", sha256="0")
+    timing = TimingStats(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, cv=0.0, count=10,
+                         warmup_count=1, l2_flush_bytes=0) if ms is not None else None
+    return Version(id=vid, round=1, path=f"{vid}/kernel.py", parent=parent,
+                   evaluation=Evaluation(problem=PROBLEM, candidate=cand, timing=timing) if ms is not None else None)
+
+
+def _loop(rows: list[tuple[str, float | None, str | None, str]], beam: int = 2) -> Any:
+    """A Loop over versions (id, median ms or None if not evaluated yet, parent, structure)."""
+    loop = loop_mod.Loop.__new__(loop_mod.Loop)
+    loop.state = RunState(versions={vid: _version(vid, ms, parent) for vid, ms, parent, _ in rows})
+    loop._structures = {vid: structure for vid, _, _, structure in rows}
+    loop.config = SimpleNamespace(beam=beam, race=True)
+    return loop
+
+
+BASE = [("v0", 1.50, None, "rows"), ("v1", 0.98, "v0", "rows"), ("v2", 0.985, "v0", "rows")]
+
+
+def test_a_new_structure_within_the_margin_takes_the_probation_slot() -> None:
+    loop = _loop(BASE + [("v3", 1.00, "v2", "flat")])
+    assert loop.on_probation(loop.correct()) == "v3"
+
+
+def test_probation_ends_once_the_structure_was_expanded_and_no_child_beat_it() -> None:
+    loop = _loop(BASE + [("v3", 1.00, "v2", "flat"), ("v4", 1.05, "v3", "flat")])
+    assert loop.on_probation(loop.correct()) is None
+
+
+def test_a_child_that_beat_it_carries_the_probation_on() -> None:
+    loop = _loop(BASE + [("v3", 1.00, "v2", "flat"), ("v4", 0.99, "v3", "flat")])
+    assert loop.on_probation(loop.correct()) == "v4"
+
+
+def test_a_child_still_being_evaluated_does_not_end_it() -> None:
+    loop = _loop(BASE + [("v3", 1.00, "v2", "flat"), ("v4", None, "v3", "flat")])
+    assert loop.on_probation(loop.correct()) == "v3"
+
+
+def test_no_probation_beyond_the_margin_or_for_a_structure_the_beam_has() -> None:
+    far = 0.98 * (1 + loop_mod.PROBATION_MARGIN) * 1.01
+    beyond = _loop(BASE + [("v3", far, "v2", "flat")])
+    assert beyond.on_probation(beyond.correct()) is None
+    same = _loop(BASE + [("v3", 0.99, "v2", "rows")])  # a knob variant of the beam's own structure
+    assert same.on_probation(same.correct()) is None
+    starting = _loop([("v0", 1.0, None, "start"), ("v1", 0.9, "v0", "a"), ("v2", 0.95, "v1", "a")])
+    assert starting.on_probation(starting.correct()) is None  # v0 is never on probation
+
+
+def test_the_fastest_eligible_structure_wins_the_one_slot() -> None:
+    loop = _loop(BASE + [("v3", 1.02, "v2", "flat"), ("v4", 1.01, "v1", "persistent")])
+    assert loop.on_probation(loop.correct()) == "v4"
+
+
+def test_promote_appends_the_probation_member_after_the_beam() -> None:
+    loop = _loop(BASE + [("v3", 1.00, "v2", "flat")])
+    recorded: list[list[str]] = []
+    loop.rundir = SimpleNamespace(record_promoted=recorded.append)
+    loop.refresh = lambda: None
+    assert loop.promote() == ["v1", "v2", "v3"] and recorded == [["v1", "v2", "v3"]]
+
+
+def test_racing_spares_a_structure_the_beam_lacks_up_to_the_margin(monkeypatch) -> None:
+    """Each candidate gets its own threshold: the beam's worst bound, and that bound times 1 + margin for
+    a structure no beam member has."""
+    loop = _loop(BASE + [("v3", None, "v2", "flat"), ("v4", None, "v1", "rows")])
+    sent: dict[str, Any] = {}
+
+    class Engine:
+        def evaluate(self, cands: list[Candidate], *, on_result: Any = None, race_against_ms: Any = None) -> list[Any]:
+            sent["races"] = race_against_ms
+            return []
+
+    loop.engine = Engine()
+    loop.candidate = lambda vid: Candidate(path=f"{vid}/kernel.py", name=vid, backend="triton",
+                                           entry="kernel_function", sha256="0")
+    loop.refresh = lambda: None
+    monkeypatch.setattr(loop_mod.Loop, "race_against_ms", lambda self: 1.0)
+    loop.evaluate(["v3", "v4"])
+    assert sent["races"] == [1.0 + loop_mod.PROBATION_MARGIN, 1.0]
