@@ -190,6 +190,23 @@ class Arena:
         assert spec.path is not None
         return cls(torch.from_file(spec.path, shared=True, size=spec.nbytes, dtype=torch.uint8), spec)
 
+    def spec_for(self, device: str) -> ArenaSpec:
+        """The spec a runner that names this arena's GPU `device` opens: its CUDA_VISIBLE_DEVICES
+        leaves it that GPU only (`sandbox.sole_gpu_env`), as cuda:0, whatever index it has here.
+        A legacy CUDA IPC recipe carries the device index too: rewritten (the recipe is this
+        process's own, made in `allocate`)."""
+        if self.spec.kind == "cuda_ipc" and self.spec.handle is not None and device != self.spec.device:
+            import inspect
+
+            import torch
+
+            fn, args = pickle.loads(base64.b64decode(self.spec.handle))  # noqa: S301 - this process's own recipe
+            at = list(inspect.signature(fn).parameters).index("storage_device")
+            args = (*args[:at], torch.device(device).index or 0, *args[at + 1:])
+            handle = base64.b64encode(pickle.dumps((fn, args))).decode()
+            return self.spec.model_copy(update={"device": device, "handle": handle})
+        return self.spec.model_copy(update={"device": device})
+
     def pass_fds(self) -> tuple[int, ...]:
         """The fds a runner must inherit to open this arena (kind "cuda_fd": the allocation's)."""
         return (self.spec.fd,) if self.spec.kind == "cuda_fd" and self.spec.fd is not None else ()

@@ -180,6 +180,18 @@ def _query_smi(env: EnvInfo) -> dict[int, dict[str, Any]]:
     return rows
 
 
+def gpu_uuid(device: str) -> str | None:
+    """The UUID of `device` ("cuda:N" as this process numbers its GPUs; CUDA initialised here), as
+    torch gives it (hex, no GPU- prefix); None where torch reports none."""
+    try:
+        import torch
+
+        uuid = str(getattr(torch.cuda.get_device_properties(torch.device(device)), "uuid", "") or "")
+    except Exception:  # noqa: BLE001 - no such device, or a torch without the field
+        return None
+    return uuid.removeprefix("GPU-") or None
+
+
 def _match_smi(smi: dict[int, dict[str, Any]], index: int, props: Any) -> Clocks | None:
     # nvidia-smi numbers GPUs in PCI order, torch after CUDA_VISIBLE_DEVICES: match by UUID.
     uuid = str(getattr(props, "uuid", "") or "")

@@ -73,7 +73,8 @@ _CHILD_ISOLATION: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextV
 @contextlib.contextmanager
 def children_isolated(isolate: str, device: str) -> Iterator[None]:
     """Within the block, `run_in_child` runs its children under `isolate` ('sandbox': confined, as the
-    engine's runners are; anything else: a plain child) on `device`."""
+    engine's runners are; anything else: a plain child) on `device`, the one GPU they see
+    (`sandbox.sole_gpu_env`)."""
     token = _CHILD_ISOLATION.set((isolate, device))
     try:
         yield
@@ -113,9 +114,12 @@ def run_in_child(
         raise
     cmd = [*(prefix or []), sys.executable, "-m", "kernelopt.harness.isolate", str(req_path), str(out_path)]
     isolate, device = _CHILD_ISOLATION.get()
+    # On a GPU, that GPU only, as cuda:0 (as the engine's runners see theirs): the profile runs
+    # where the caller holds the GPU's lock, and the candidate reaches no other GPU from there.
+    env = {**(env or {}), **sandbox.sole_gpu_env(device)}
     if isolate == "sandbox":
         # Read-only but for its own dir and `writable` (a profile's output dir).
-        env = {**(env or {}), **sandbox.sandbox_env(tmp, device)}
+        env = {**env, **sandbox.sandbox_env(tmp, device)}
         cmd = sandbox.sandbox_argv(cmd, writable=[str(tmp), *(writable or [])], device=device)
     start = time.monotonic()
     child = sandbox.spawn(

@@ -181,8 +181,17 @@ class Runner:
         self.cuda = init.device.startswith("cuda")
         self.idle_sync_us: float | None = None
         if self.cuda:
+            from kernelopt.harness.sandbox import VISIBLE_VAR
             from kernelopt.harness.timing import _idle_sync_us
 
+            # CUDA initialises here, before any candidate is imported: the GPUs it sees are those
+            # its CUDA_VISIBLE_DEVICES named then (the verifier's one, `Verifier._runner_env`),
+            # whatever a candidate later writes into os.environ. A runner that sees more refuses
+            # to start: work queued on another GPU is work no synchronize of its timer waits for.
+            torch.cuda.init()
+            if torch.cuda.device_count() != 1:
+                raise RuntimeError(f"the runner sees {torch.cuda.device_count()} GPUs "
+                                   f"({VISIBLE_VAR}={os.environ.get(VISIBLE_VAR)!r}), not its verifier's one only")
             torch.cuda.set_device(torch.device(init.device))
             # Before any candidate is imported: no thread of one can keep the device busy while it is measured.
             self.idle_sync_us = _idle_sync_us(init.device)

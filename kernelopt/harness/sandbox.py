@@ -1241,6 +1241,33 @@ def sandbox_env(tmp: Path | str, device: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", SANDBOX_DEVICE_VAR: "cuda" if device.startswith("cuda") else "cpu"}
 
 
+# The variable that leaves a child of a GPU run only its own GPU (`sole_gpu_env`), and the name that
+# child then gives it.
+VISIBLE_VAR = "CUDA_VISIBLE_DEVICES"
+SOLE_GPU = "cuda:0"
+
+
+def sole_gpu_env(device: str, uuid: str | None = None) -> dict[str, str]:
+    """What a child that runs candidate code on `device` (this process's "cuda:N") adds to its
+    environment so that it sees that GPU only, as `SOLE_GPU`: a candidate timed there cannot queue
+    its work on another GPU, which no synchronize of its timer waits for (docs/harness.md). {} for
+    the CPU. Read when the child initialises CUDA, before any candidate code runs in it.
+
+    By the GPU's `uuid` where the caller has one (the verifier: `envinfo.gpu_uuid`), which names it
+    whatever this process's own CUDA_VISIBLE_DEVICES; else by the N-th entry of that variable, or N
+    where it is unset: the child then numbers the GPUs as this process does (CUDA_DEVICE_ORDER is
+    passed on, `candidate_env`). An entry that names a MIG instance (MIG-...) is kept as it is."""
+    if not device.startswith("cuda"):
+        return {}
+    index = int(device.partition(":")[2] or 0)
+    own = os.environ.get(VISIBLE_VAR)
+    entries = [e.strip() for e in own.split(",")] if own is not None else None
+    entry = entries[index] if entries is not None and index < len(entries) else str(index)
+    if uuid and not entry.startswith("MIG-"):
+        entry = "GPU-" + uuid.removeprefix("GPU-")
+    return {VISIBLE_VAR: entry}
+
+
 def sandbox_argv(argv: list[str], *, writable: list[str], device: str, pid_namespace: bool = True) -> list[str]:
     """`argv` wrapped to run confined (see kernelopt.harness.confine): new user, mount, network
     and (unless `pid_namespace` is False: a legacy CUDA IPC arena) pid namespaces, a read-only

@@ -252,8 +252,7 @@ class Verifier:
             self.chan = Channel(from_runner_r, to_runner_w)
         self.runner_hosted = False  # no candidate loaded in this runner yet
         self.digest_key = secrets.randbits(62)
-        init = RunnerInit(problem=self.cfg.problem, device=self.device, seed=self.cfg.seed, arena=self.arena.spec,
-                          inputs=self.in_specs, outputs=self.out_specs, digest_key=self.digest_key)
+        init = self._runner_init()
         self.guard_ids = None
         # Only for legacy CUDA IPC (a driver without fd sharing): opening the handle in the runner
         # may need the exporting process (this one) open to it like a debugger's target, so this
@@ -291,13 +290,30 @@ class Verifier:
         if self.zygote is not None:
             self.zygote.prefork()  # the next runner, forked now, while no candidate is loaded
 
+    def _runner_init(self) -> RunnerInit:
+        """The init of a fresh runner (`digest_key` drawn for it). On a GPU the runner sees this
+        verifier's GPU only, as `SOLE_GPU` (`_runner_env`): its device and its arena's say so."""
+        from kernelopt.harness.sandbox import SOLE_GPU
+
+        device = SOLE_GPU if self.cuda else self.device
+        return RunnerInit(problem=self.cfg.problem, device=device, seed=self.cfg.seed,
+                          arena=self.arena.spec_for(device), inputs=self.in_specs, outputs=self.out_specs,
+                          digest_key=self.digest_key)
+
     def _runner_env(self, tmp: Path) -> dict[str, str]:
         """A runner's environment, `tmp` its private working directory and TMPDIR (removed with it:
-        a candidate's scratch files do not outlive it, nor land in the user's directory)."""
-        from kernelopt.harness.sandbox import candidate_env, sandbox_env
+        a candidate's scratch files do not outlive it, nor land in the user's directory). On a GPU,
+        CUDA_VISIBLE_DEVICES names this verifier's GPU only, by its UUID (`sandbox.sole_gpu_env`):
+        a candidate cannot queue work on another GPU, where no synchronize of the timer waits for
+        it. The zygote gets this environment too (it initialises no CUDA), and so does every runner
+        it forks."""
+        from kernelopt.harness.envinfo import gpu_uuid
+        from kernelopt.harness.sandbox import candidate_env, sandbox_env, sole_gpu_env
 
         private = {"TRITON_INTERPRET": os.environ["TRITON_INTERPRET"], "TMPDIR": str(tmp), "TMP": str(tmp),
                    "TEMP": str(tmp)}
+        if self.cuda:
+            private.update(sole_gpu_env(self.device, gpu_uuid(self.device)))
         if self.cfg.isolate == "sandbox":
             private.update(sandbox_env(tmp, self.device))
         return candidate_env(private)
