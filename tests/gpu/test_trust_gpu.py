@@ -5,7 +5,11 @@
 Checks that the hardened verifier (non-dumpable) still shares its arena with its runner through
 CUDA IPC, in every isolation mode, sandbox included; that a forged reply fails only its own
 candidate; that kernels which skip their work when timed fail as `timing_mismatch`; that a fake
-clock with the guard switched off fakes no GPU time; and that GPU times still come out.
+clock with the guard switched off fakes no GPU time; that GPU times still come out; and, with
+2 GPUs, that a runner sees its verifier's GPU only, so work queued on another GPU cannot hide from
+the timer, and that an evaluation on the second GPU verifies and times:
+
+    python3 -m pytest -v tests/gpu/test_trust_gpu.py -k "other_gpu or second_gpu"
 """
 
 from __future__ import annotations
@@ -185,3 +189,51 @@ def test_an_ordinary_user_runs_the_engine_on_the_gpu(tmp_path):
     assert reasons[0] is None and reasons[1] == "incorrect" and reasons[3] is None, (reasons, proc.stderr[-3000:])
     assert reasons[2] in ("incorrect", "shape_mismatch", "runtime"), reasons  # forge_verdict returns zeros of x's shape
     assert "blocked" in out.read_text()
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+
+
+@two_gpus
+@pytest.mark.parametrize("zygote", [True, False])
+def test_other_gpu_work_cannot_hide_from_the_timer(tmp_path, monkeypatch, zygote):
+    """other_gpu.py, timed on cuda:1: a runner sees that GPU only (CUDA_VISIBLE_DEVICES by UUID,
+    read when the runner initialised CUDA, before the candidate was imported: dropping the variable
+    widens nothing), so its work on "another GPU" has nowhere to go. It ends as an honest time, no
+    faster than its honest twin's, or fails; never a time of work the timer did not wait for."""
+    out = tmp_path / "other_gpu.jsonl"
+    monkeypatch.setenv("KERNELOPT_TEST_ATTACK_OUT", str(out))
+    evs = evaluate(load_problem(ATT / "problem.py", {"N": "65536"}), _cands("other_gpu.py", "other_gpu_honest.py"),
+                   devices=["cuda:1"], zygote=zygote, timeout_s=300)
+    attack, honest = evs
+    assert honest.failure is None and honest.timing is not None, honest.failure
+    assert all("cuda:1" in e.device for e in evs), [e.device for e in evs]
+    seen = [json.loads(line) for line in out.read_text().splitlines()]
+    assert seen, "the attack was never imported"
+    for rec in seen:
+        assert rec["visible"].startswith("GPU-"), rec
+        assert rec["torch"] == rec["torch_after"] == rec["driver_after"] == 1, rec
+    if attack.failure is not None:
+        assert attack.failure.reason == "timing_mismatch", attack.failure
+    else:
+        assert attack.timing is not None
+        assert attack.timing.median_ms >= 0.8 * honest.timing.median_ms, (attack.timing, honest.timing)
+
+
+@two_gpus
+@pytest.mark.parametrize("isolate,zygote", [("worker", True), ("worker", False), ("sandbox", False)])
+def test_the_second_gpu_verifies_and_times(isolate, zygote):
+    """On the verifier's cuda:1 (the runner's cuda:0): the arena opens, the every-SM launch guard
+    loads, a right kernel passes and is timed, a wrong one fails."""
+    from kernelopt.harness.evaluate import resolve_isolation
+    from kernelopt.harness.timing import METHOD
+
+    if isolate == "sandbox" and resolve_isolation("sandbox", ["cuda:1"]) != "sandbox":
+        pytest.skip("no sandbox on this host")
+    problem = load_problem(EXAMPLES / "softmax" / "problem.py")
+    cands = [load_candidate(EXAMPLES / "softmax" / "kernel.py"), load_candidate(EXAMPLES / "softmax" / "kernel_wrong.py")]
+    evs = evaluate(problem, cands, devices=["cuda:1"], isolate=isolate, zygote=zygote, timeout_s=300)
+    assert [e.failure.reason if e.failure else None for e in evs] == [None, "incorrect"], [e.failure for e in evs]
+    assert all("cuda:1" in e.device for e in evs), [e.device for e in evs]
+    assert evs[0].timing is not None and evs[0].timing.median_ms > 0 and evs[0].timing.method == METHOD, evs[0].timing
+    assert not evs[0].suspect, evs[0].suspect
