@@ -104,6 +104,13 @@ class Verifier:
             torch.backends.cudnn.allow_tf32 = False
         # Read by the runner before anything imports Triton: interpreter on the CPU, never on a GPU.
         os.environ["TRITON_INTERPRET"] = "0" if self.cuda else "1"
+        # Where this verifier's runners keep Triton's autotune choices (`autotune_cache`): made before
+        # the zygote, whose runners' environment names it; none for sandboxed runners (nothing shared).
+        self.autotune_dir: Path | None = None
+        if cfg.isolate != "sandbox":
+            from kernelopt.harness.sandbox import make_tmpdir
+
+            self.autotune_dir = make_tmpdir("autotune")
         self.zygote: Any = None
         if cfg.zygote and cfg.isolate != "sandbox":
             from kernelopt.harness.zygote import Zygote
@@ -307,11 +314,12 @@ class Verifier:
         a candidate cannot queue work on another GPU, where no synchronize of the timer waits for
         it. The zygote gets this environment too (it initialises no CUDA), and so does every runner
         it forks."""
+        from kernelopt.harness.autotune_cache import runner_autotune_env
         from kernelopt.harness.envinfo import gpu_uuid
         from kernelopt.harness.sandbox import candidate_env, sandbox_env, sole_gpu_env
 
         private = {"TRITON_INTERPRET": os.environ["TRITON_INTERPRET"], "TMPDIR": str(tmp), "TMP": str(tmp),
-                   "TEMP": str(tmp)}
+                   "TEMP": str(tmp), **runner_autotune_env(self.autotune_dir)}
         if self.cuda:
             private.update(sole_gpu_env(self.device, gpu_uuid(self.device)))
         if self.cfg.isolate == "sandbox":
@@ -721,10 +729,14 @@ class Verifier:
         return out
 
     def close(self) -> None:
+        from kernelopt.harness.sandbox import remove_tmpdir
+
         self.stop_runner()
         if self.zygote is not None:
             self.zygote.close()
         self.arena.close()
+        if self.autotune_dir is not None:
+            remove_tmpdir(self.autotune_dir)
 
 
 class NeedsGpu(Exception):
