@@ -556,6 +556,35 @@ def test_other_shapes_are_small_then_ragged_from_the_problems_own_constants() ->
     assert other_shapes(example) == [("ragged", {"ROWS": 15, "COLS": 127})]
 
 
+def test_the_other_shapes_engines_run_at_the_same_time_and_report_in_order(tmp_path: Path, monkeypatch) -> None:
+    """Each shape's engine is mostly its own start and times nothing: they overlap (the finish's
+    largest one-off cost, #23), and the checks still come back SMALL first, then ragged."""
+    import threading
+
+    import kernelopt.harness.evaluate as evaluate_mod
+    from kernelopt.harness.shapes import check_shapes
+    from kernelopt.problem import load_problem
+
+    problem = load_problem(ROOT / "benchmarks" / "suite" / "softmax" / "problem.py")
+    both = threading.Barrier(2, timeout=10)  # broken (an error) unless both engines are running at once
+    seen: list[dict[str, Any]] = []
+
+    def fake_evaluate(at: Any, candidates: Any, **options: Any) -> list[Evaluation]:
+        both.wait()
+        seen.append(dict(at.constants))
+        small = at.constants["ROWS"] == 3
+        if small:
+            threading.Event().wait(0.2)  # SMALL answers last
+        ev = evaluation(tmp_path / "k.py", None, incorrect=small)
+        return [ev.model_copy(update={"problem": at})]
+
+    monkeypatch.setattr(evaluate_mod, "evaluate", fake_evaluate)
+    checks = check_shapes(problem, evaluation(tmp_path / "k.py", 1.0).candidate, devices=["cpu"])
+    assert [c.label for c in checks] == ["SMALL", "ragged"]
+    assert [c.passed for c in checks] == [False, True] and checks[0].reason == "incorrect"
+    assert seen[0]["ROWS"] != 3 and seen[1]["ROWS"] == 3  # ragged answered first
+
+
 @pytest.mark.slow
 def test_check_shapes_auto_fails_a_kernel_right_only_at_the_given_shape(tmp_path: Path) -> None:
     kernel_file = tmp_path / "tail_bug.py"

@@ -68,31 +68,46 @@ def check_shapes(
 ) -> list[ShapeCheck]:
     """Verify `candidate` at each of `other_shapes(problem)` (one engine per shape, through
     `kernelopt.harness.evaluate`); a problem that cannot take a shape is reported, not raised.
-    `isolate` is the run's: the winner of a sandboxed run is run sandboxed here too."""
+    `isolate` is the run's: the winner of a sandboxed run is run sandboxed here too.
+
+    The shapes' engines run at the same time: each is mostly its own start (a verifier process,
+    the inputs and references at that shape, a runner), nothing is timed, and one shape's
+    verdict never depends on another's. The checks come back in `other_shapes` order."""
+    from kernelopt.harness.evaluate import in_threads, visible_devices
+
+    shapes = other_shapes(problem)
+    checks: list[ShapeCheck | None] = [None] * len(shapes)
+    # One candidate, one device: an engine over every GPU would start a verifier on each for nothing.
+    one_device = list(devices or visible_devices())[:1]
+
+    def check(i: int) -> None:
+        label, constants = shapes[i]
+        checks[i] = _check_at(problem, candidate, label, constants, trials=trials, timeout_s=timeout_s, seed=seed,
+                              devices=one_device, progress=progress, isolate=isolate)
+
+    in_threads(check, range(len(shapes)))
+    return [c for c in checks if c is not None]
+
+
+def _check_at(problem: Problem, candidate: Candidate, label: str, constants: dict[str, Any], *, trials: int,
+              timeout_s: float, seed: int, devices: list[str], progress: Callable[[Any], None] | None,
+              isolate: str) -> ShapeCheck:
     from kernelopt.errors import BadInput
     from kernelopt.harness.evaluate import evaluate
     from kernelopt.harness.verify import as_verification
     from kernelopt.problem import load_problem
 
-    from kernelopt.harness.evaluate import visible_devices
-
-    checks: list[ShapeCheck] = []
-    # One candidate, one device: an engine over every GPU would start a verifier on each for nothing.
-    one_device = list(devices or visible_devices())[:1]
-    for label, constants in other_shapes(problem):
-        overrides = {**{k: str(v) for k, v in problem.overrides.items()}, **{k: str(v) for k, v in constants.items()}}
-        try:
-            at = load_problem(problem.path, overrides, problem.dtype)
-            (ev,) = evaluate(at, [candidate], time=False, trials=trials, timeout_s=timeout_s, seed=seed,
-                             devices=one_device, progress=progress, isolate=isolate)
-        except BadInput as exc:  # the problem itself does not build at this shape: no verdict on the kernel
-            checks.append(ShapeCheck(label=label, overrides=constants, passed=True, checked=False,
-                                     message=f"the problem does not build at this shape ({exc})"))
-            continue
-        v = as_verification(ev)
-        checks.append(ShapeCheck(label=label, overrides=constants, passed=v.passed, reason=v.reason,
-                                 message=None if v.passed else v.message))
-    return checks
+    overrides = {**{k: str(v) for k, v in problem.overrides.items()}, **{k: str(v) for k, v in constants.items()}}
+    try:
+        at = load_problem(problem.path, overrides, problem.dtype)
+        (ev,) = evaluate(at, [candidate], time=False, trials=trials, timeout_s=timeout_s, seed=seed,
+                         devices=devices, progress=progress, isolate=isolate)
+    except BadInput as exc:  # the problem itself does not build at this shape: no verdict on the kernel
+        return ShapeCheck(label=label, overrides=constants, passed=True, checked=False,
+                          message=f"the problem does not build at this shape ({exc})")
+    v = as_verification(ev)
+    return ShapeCheck(label=label, overrides=constants, passed=v.passed, reason=v.reason,
+                      message=None if v.passed else v.message)
 
 
 def with_shapes(problem: Problem, verifications: Sequence[Verification], *, trials: int = 2,
