@@ -571,10 +571,10 @@ def test_the_other_shapes_engines_run_at_the_same_time_and_report_in_order(tmp_p
 
     def fake_evaluate(at: Any, candidates: Any, **options: Any) -> list[Evaluation]:
         both.wait()
-        seen.append(dict(at.constants))
         small = at.constants["ROWS"] == 3
         if small:
             threading.Event().wait(0.2)  # SMALL answers last
+        seen.append(dict(at.constants))
         ev = evaluation(tmp_path / "k.py", None, incorrect=small)
         return [ev.model_copy(update={"problem": at})]
 
