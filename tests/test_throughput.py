@@ -558,3 +558,27 @@ def test_no_profile_when_no_evaluation_would_follow_it() -> None:
     # Agent mode: the budget stops no evaluation (`iterate` never checks it), and v0's diagnosis is
     # what the agent starts from.
     assert fits(agent, "v0")
+
+
+def test_finish_split_reads_the_finish_of_committed_gpu_runs_from_their_events() -> None:
+    """benchmarks/finish_split.py: each run's `retiming` phase split at its `retimed` and `verified`
+    events, with the re-timed versions and which of them autotune (the GEMM's winner came from the
+    autotune_table transform; v0 is the suite's plain kernel)."""
+    from conftest import load_script
+
+    from kernelopt.rundir import read_events
+
+    split = load_script(Path(__file__).resolve().parent.parent / "benchmarks" / "finish_split.py")
+    runs = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "session11_gpu" / "suite_strategies_h200" / "runs"
+    row = split.split(runs / "matmul_fp32")
+    events = read_events(runs / "matmul_fp32" / "events.jsonl")
+    verified = next(e for e in events if e["type"] == "verified")
+    retimed = next(e for e in events if e["type"] == "retimed")
+    spent = sum(e["seconds"] for e in events if e["type"] == "spent" and e["phase"] == "retiming")
+    assert row["winner"] == verified["version"] and row["winner_autotuned"] is True
+    assert [r["version"] for r in row["retimed"]] == list(retimed["timings"])
+    assert {r["version"]: r["autotuned"] for r in row["retimed"]}["v0"] is False
+    assert row["checks"] == [c["label"] for c in verified["checks"]]
+    assert 0 < row["abba_s"] and 0 < row["verify_and_shapes_s"]
+    assert abs(row["abba_s"] + row["verify_and_shapes_s"] - spent) < 0.1  # the phase, split at the two events
+    assert split.main([str(runs / "missing")]) == 2
