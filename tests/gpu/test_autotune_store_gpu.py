@@ -23,7 +23,10 @@ FIX = Path(__file__).resolve().parent.parent / "fixtures" / "harness"
 
 
 @pytest.mark.parametrize("isolate", ["worker", "candidate"])
-def test_a_later_runner_of_an_autotuned_kernel_does_not_benchmark_its_table_again(isolate: str) -> None:
+def test_a_later_runner_of_an_autotuned_kernel_does_not_benchmark_its_table_again(isolate: str, tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # Triton's per-user cache, for this test
+    monkeypatch.delenv("TRITON_CACHE_MANAGER", raising=False)
     problem = load_problem(FIX / "problem_axpy.py", {"N": str(1 << 20)})
     first = load_candidate(FIX / "autotuned_axpy_first.py")
     again = load_candidate(FIX / "autotuned_axpy_again.py")
@@ -36,6 +39,8 @@ def test_a_later_runner_of_an_autotuned_kernel_does_not_benchmark_its_table_agai
         (other,) = engine.evaluate([again], time=True)
     assert not other.passed and other.failure is not None  # another engine benchmarks afresh
     assert "autotuner benchmarked: True" in (other.failure.message or "") + (other.failure.stderr or "")
+    # This Triton routed its autotune files through the cache manager: none in its own dir.
+    assert list((tmp_path / "triton").rglob("*.cubin")) and not list((tmp_path / "triton").rglob("*.autotune.json"))
 
 
 def test_sandboxed_runners_keep_no_autotune_choice() -> None:
