@@ -38,6 +38,7 @@ def _verifier(monkeypatch, device: str, isolate: str = "worker", arena: ArenaSpe
     v.cuda = device.startswith("cuda")
     v.arena = Arena(None, arena or ArenaSpec(kind="file", nbytes=512, path="/dev/null", device="cpu"))
     v.in_specs, v.out_specs, v.digest_key = [], [], 5
+    v.autotune_dir = None  # the autotune store (autotune_cache) is not what these tests read
     return v
 
 
