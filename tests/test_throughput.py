@@ -124,10 +124,16 @@ def test_the_budget_is_the_whole_runs_wall_time(tmp_path: Path, monkeypatch: pyt
 class AutotuneClockEngine(ClockEngine):
     """Each phase's own work takes 1 s; the first call in a fresh runner adds its compile, to
     whichever phase runs first (the search verifies first; the re-timing only times): 0.5 s for v0,
-    9 s for every other version (they autotune a table)."""
+    9 s for every other version (they autotune a table). Its runners keep no autotune choice (as
+    sandboxed ones): every fresh runner pays the table again."""
+
+    isolate = "sandbox"
+
+    def first_call_s(self, cand: Candidate) -> float:
+        return 0.5 if "/v0/" in cand.path else 9.0
 
     def phases(self, cand: Candidate, verify: bool, time_: bool) -> dict[str, float]:
-        compile_s = 0.5 if "/v0/" in cand.path else 9.0
+        compile_s = self.first_call_s(cand)
         out = {"load": 0.5}
         if verify:
             out["verify"] = 1.0 + compile_s
@@ -159,6 +165,46 @@ def test_the_finish_keeps_back_what_timing_the_best_kernels_costs(tmp_path: Path
     assert sum(spent.values()) <= 120.0 + 4 * 0.5 + 4.0, spent
 
 
+class StoredAutotuneClockEngine(AutotuneClockEngine):
+    """As AutotuneClockEngine, but its runners keep their autotune choices (worker isolation,
+    `autotune_cache`): only a candidate's first runner in this engine pays its table; a later one
+    loads the compiled kernel and the choice (0.2 s)."""
+
+    isolate = "worker"
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.seen: set[str] = set()
+
+    def first_call_s(self, cand: Candidate) -> float:
+        if cand.path in self.seen:
+            return 0.2
+        self.seen.add(cand.path)
+        return super().first_call_s(cand)
+
+
+def test_the_finish_reserve_counts_no_autotune_table_where_runners_keep_their_choice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the runners keep their autotune choices, re-timing an autotuned version costs its timing,
+    not its table again: the reserve that counted the table held 70 s back for a 33 s finish on an H200
+    (linear_bias_gelu, session 12), and the search stopped 40 s early. Here the run must use its
+    budget (end within one evaluation of it) and still not overrun it."""
+    import kernelopt.harness.evaluate as evaluate_mod
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(loop_mod.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(evaluate_mod, "Engine", lambda problem, **kw: StoredAutotuneClockEngine(
+        problem, clock, start_s=10.0 if kw.get("baselines") else 5.0, baselines_s=5.0 if kw.get("baselines") else 0.0,
+        eval_s=5.0))
+    state = loop_mod.optimize(problem_path=MATVEC / "problem.py", kernel_path=MATVEC / "kernel.py",
+                              run_dir=tmp_path / "run", overrides={"M": "64", "K": "256"}, optimizer="knobs",
+                              budget_minutes=2.0, rounds=8, beam=1, proposals_per_member=2, profile=False,
+                              experience=False)
+    assert state.stop_reason == "time budget"
+    total = sum(state.spent.values())
+    assert 120.0 - 11.5 <= total <= 120.0 + 2.0, state.spent  # an evaluation costs 11.5 s (its table)
+
+
 def test_timing_alone_counts_a_first_call_paid_while_verifying() -> None:
     from kernelopt.optimize.loop import timing_alone_s
 
@@ -171,6 +217,9 @@ def test_timing_alone_counts_a_first_call_paid_while_verifying() -> None:
     assert timing_alone_s({"runner_start": 0.3, "load": 0.0, "verify": 1.4, "time": 0.9}, 1.1) == pytest.approx(1.5)
     # No warm verification measured yet: all of it counts.
     assert timing_alone_s({"load": 0.5, "verify": 3.5, "time": 1.0}, 0.0) == pytest.approx(5.0)
+    # Where a later runner keeps the choice and the compiled kernel, the verification's excess is not paid again.
+    assert timing_alone_s({"runner_start": 0.4, "load": 0.0, "verify": 10.5, "time": 0.5}, 0.8,
+                          choices_kept=True) == pytest.approx(0.9)
 
 
 def test_the_suite_table_splits_each_problems_time(tmp_path: Path) -> None:

@@ -38,12 +38,22 @@ MANAGER = "kernelopt.harness.autotune_cache:RunAutotuneCache"
 SUFFIX = ".autotune.json"
 
 
+def _users_own_manager() -> bool:
+    own_manager = os.environ.get(MANAGER_VAR)
+    return bool(own_manager) and own_manager != MANAGER
+
+
+def keeps_choices(isolate: str) -> bool:
+    """Whether an engine's runners under `isolate` keep their autotune choices (the verifier makes
+    a store for every mode but `sandbox`, and it is used unless the user names a cache manager)."""
+    return isolate != "sandbox" and not _users_own_manager()
+
+
 def runner_autotune_env(autotune_dir: Path | None) -> dict[str, str]:
     """What a runner's environment adds: autotune results kept in `autotune_dir` (shared by the
     runners of one verifier), or, without one, autotune caching off (whatever the user's
     environment says: a result in Triton's per-user dir would cross runs and devices)."""
-    own_manager = os.environ.get(MANAGER_VAR)
-    if autotune_dir is None or (own_manager and own_manager != MANAGER):
+    if autotune_dir is None or _users_own_manager():
         return {CACHE_FLAG_VAR: "0"}
     return {CACHE_FLAG_VAR: "1", MANAGER_VAR: MANAGER, AUTOTUNE_DIR_VAR: str(autotune_dir)}
 
