@@ -4,6 +4,7 @@ ncu's own reader when the ncu-report package is missing (issue 10)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -79,7 +80,25 @@ def test_ncu_report_from_the_nsight_compute_installation(tmp_path: Path, monkeyp
     module = importers.ncu_report_module()
     assert getattr(module, "SHIPPED_WITH_NSIGHT", False)
     with pytest.raises(BadInput, match="fake reader"):
+        importers._read_ncu_rep_here(REP)  # the child's reader (read_ncu_rep runs it in a child process)
+
+
+@pytest.mark.parametrize("body, words", [("os.kill(os.getpid(), signal.SIGSEGV)", "crashed"),
+                                         ("raise RuntimeError('fake reader')", "fake reader")])
+def test_a_report_reader_that_crashes_is_a_bad_report_not_a_dead_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        body: str, words: str) -> None:
+    """The reader is native code: on 4 H200s Nsight Compute's own reader killed a suite run with SIGSEGV
+    right after ncu wrote a report. Read in a child process, a crash (or an error) is one line of BadInput."""
+    from kernelopt.profile import importers
+
+    fake = tmp_path / "fake_reader"
+    (fake / "ncu_report").mkdir(parents=True)
+    (fake / "ncu_report" / "__init__.py").write_text(f"import os, signal\ndef load_report(path):\n    {body}\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(fake), os.environ.get("PYTHONPATH", "")) if p))
+    with pytest.raises(BadInput) as exc:
         importers.read_ncu_rep(REP)
+    message = str(exc.value)
+    assert words in message and "\n" not in message and str(REP.name) in message
 
 
 def test_no_reader_anywhere_says_what_was_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,7 +107,7 @@ def test_no_reader_anywhere_says_what_was_tried(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setitem(sys.modules, "ncu_report", None)
     monkeypatch.setattr(importers, "nsight_python_dirs", lambda: [])
     with pytest.raises(BadInput, match="ncu-report package.*no Nsight Compute extras/python found"):
-        importers.read_ncu_rep(REP)
+        importers._read_ncu_rep_here(REP)
 
 
 def test_ncu_beside_a_real_install_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

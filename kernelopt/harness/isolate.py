@@ -38,6 +38,7 @@ OUTPUT_CAP_BYTES = 64 * 1024
 CHILD_MODES: dict[str, str] = {
     "profile": "kernelopt.profile.target:child_profile",
     "static": "kernelopt.profile.static:child_static",
+    "read_ncu_rep": "kernelopt.profile.importers:child_read_ncu_rep",
     "selftest": "kernelopt.harness.isolate:_child_selftest",
 }
 

@@ -301,8 +301,43 @@ def ncu_report_module() -> Any:
     raise BadInput(f"reading .ncu-rep needs the ncu-report package (pip install ncu-report){where}")
 
 
+# Reading a report takes well under a second; a reader that hangs on a file is a bad file.
+READ_TIMEOUT_S = 120.0
+
+
 def read_ncu_rep(path: str | Path) -> list[RawKernel]:
-    """Every profiled kernel of a report, with all metrics and structured rule results."""
+    """Every profiled kernel of a report, with all metrics and structured rule results.
+
+    Read in a child process (`isolate.run_in_child`): the reader is native code (`_ncu_report`), and
+    a report it cannot handle -- damaged, hostile, or written by another ncu version -- may crash it.
+    On 4 H200s (session 12) Nsight Compute 2025.3.1's own `extras/python` reader killed a whole
+    suite run with SIGSEGV right after ncu had written a report. A crash is a bad report (BadInput,
+    one line), never the caller's death."""
+    from pydantic import TypeAdapter
+
+    from kernelopt.harness.isolate import run_in_child
+
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such file")
+    result = run_in_child("read_ncu_rep", {"path": str(path.resolve())}, timeout_s=READ_TIMEOUT_S)
+    if result.ok and result.value is not None:
+        return TypeAdapter(list[RawKernel]).validate_python(result.value["kernels"])
+    if result.error_kind == "bad_input" and result.message:
+        raise BadInput(result.message)
+    how = {"timeout": f"did not finish in {READ_TIMEOUT_S:g} s", "crash": "crashed"}.get(result.error_kind or "", "failed")
+    raise BadInput(f"{path}: the Nsight Compute report reader {how} on this file ({result.message or 'no message'})")
+
+
+def child_read_ncu_rep(args: dict[str, Any]) -> dict[str, Any]:
+    """`read_ncu_rep`'s child: the kernels as JSON."""
+    from pydantic import TypeAdapter
+
+    kernels = _read_ncu_rep_here(Path(args["path"]))
+    return {"kernels": TypeAdapter(list[RawKernel]).dump_python(kernels, mode="json")}
+
+
+def _read_ncu_rep_here(path: Path) -> list[RawKernel]:
     ncu_report = ncu_report_module()
     path = Path(path)
     try:
