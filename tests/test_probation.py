@@ -98,3 +98,18 @@ def test_racing_spares_a_structure_the_beam_lacks_up_to_the_margin(monkeypatch) 
     monkeypatch.setattr(loop_mod.Loop, "race_against_ms", lambda self: 1.0)
     loop.evaluate(["v3", "v4"])
     assert sent["races"] == [1.0 + loop_mod.PROBATION_MARGIN, 1.0]
+
+
+def test_the_probation_members_proposals_take_every_other_place() -> None:
+    """Optimizers list proposals member by member, best first; a round the budget cuts short must
+    still reach the member on probation."""
+    from kernelopt.models.optimize import Proposal
+
+    loop = _loop(BASE + [("v3", 1.00, "v2", "flat")])
+    loop.state.beam = ["v1", "v2", "v3"]
+    props = [Proposal(source=f"# {i}", parent=parent, change=f"c{i}")
+             for i, parent in enumerate(["v1", "v1", "v1", "v2", "v3", "v3"])]
+    order = [p.parent for p in loop.interleave_probation(props)]
+    assert order[:3] == ["v1", "v3", "v1"] and sorted(order) == sorted(p.parent for p in props)
+    loop.state.beam = ["v1", "v2"]  # no member on probation: the optimizer's order stands
+    assert loop.interleave_probation(props) == props

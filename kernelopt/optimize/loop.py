@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from kernelopt.errors import BadInput, CandidateFailed
 from kernelopt.models.harness import Candidate, Evaluation, Problem, ShapeCheck, TimingStats
-from kernelopt.models.optimize import Attempt, OptimizeContext, RunConfig, RunState, Version
+from kernelopt.models.optimize import Attempt, OptimizeContext, Proposal, RunConfig, RunState, Version
 from kernelopt.optimize import DEFAULT_OPTIMIZER
 from kernelopt.optimize.base import at_roofline, capability, roofline_share
 from kernelopt.rundir import changed_message
@@ -513,7 +513,7 @@ class Loop:
         ids = []
         caps = [c for c in (self.budget_left(), self.evals_that_fit()) if c is not None]
         left = min(caps) if caps else None
-        for p in proposals:
+        for p in self.interleave_probation(proposals):
             if p.failed:  # no source to evaluate: recorded, so the optimizer does not try it again
                 p = p.model_copy(update={"optimizer": p.optimizer or getattr(self.optimizer, "name", None)})
                 self.rundir.record_proposal_failed(p, round=round_)
@@ -533,6 +533,21 @@ class Loop:
         if any(p.failed for p in proposals):
             self.refresh()
         return ids
+
+    def interleave_probation(self, proposals: list[Proposal]) -> list[Proposal]:
+        """The proposals with the probation member's (`on_probation`: the beam's last, beyond --beam)
+        taking every other place, so a round the budget cuts short still tunes it. Optimizers list
+        their proposals member by member, best first: on an H200 (session 12) a round of three held
+        only the best member's, and bias_silu_residual's flat rewrite left the beam untuned."""
+        if len(self.state.beam) <= self.config.beam:
+            return proposals
+        trial = self.state.beam[-1]
+        mine = [p for p in proposals if p.parent == trial]
+        rest = [p for p in proposals if p.parent != trial]
+        out: list[Proposal] = []
+        for i in range(max(len(mine), len(rest))):
+            out += rest[i:i + 1] + mine[i:i + 1]
+        return out
 
     def repair(self, version_ids: Sequence[str], round_: int) -> list[str]:
         """Optimizers that can (the LLM) get each failed version back with its failure detail;
