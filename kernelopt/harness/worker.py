@@ -603,11 +603,18 @@ class Verifier:
                     # flagged so on an H200, session 12). One untimed call first, outside that clock.
                     last = self.ask(CallRequest(), deadline)
                     wall_s = 0.0
-                    if last.ok:
+                    for attempt in range(2 if last.ok else 0):
                         t0 = time.perf_counter()
                         last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms),
                                         deadline)
                         wall_s = time.perf_counter() - t0
+                        # The trailing time is host wall time around a synchronize: a loaded host pushed an
+                        # honest 38 us kernel to 24 us of it, over its allowance (4xH200, session 12, three
+                        # suite problems starting beside it; 1.6-6 us when the host was quiet). One more
+                        # timing decides: work hidden on another stream trails in that one too.
+                        if attempt or not (last.ok and last.timing and hidden_work(last.timing)):
+                            break
+                        self.progress(req.index, "timing again: the device stayed busy after the timed stream")
                 stats = last.timing
                 verdict = None
                 if last.ok and stats:
