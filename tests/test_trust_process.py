@@ -492,7 +492,30 @@ def test_a_trailing_time_over_its_allowance_is_timed_once_more(monkeypatch, trai
     if passes:
         assert ev.failure is None and ev.timing is not None and ev.timing.trailing_us == 2.0
     else:
-        assert ev.failure is not None and ev.failure.reason == "timing_mismatch" and "stayed busy" in ev.failure.message
+        assert ev.failure is not None and ev.failure.reason == "timing_mismatch"
+        assert ev.failure.message.startswith("in two timings: ") and "stayed busy" in ev.failure.message
+
+
+def test_the_first_timings_outputs_are_judged_before_it_is_timed_again(monkeypatch):
+    """Wrong outputs in a timing that also trailed fail at once: a second timing that behaves must not
+    wash them out (found in review, session 12)."""
+    from kernelopt.harness.protocol import RunnerReply
+    from kernelopt.models.harness import Trial
+
+    v, asked = _gpu_timing_verifier(monkeypatch, lambda n: RunnerReply(
+        ok=True, timing=_stats(0.038, count=10, warmup=1).model_copy(update={"trailing_us": 24.0 if n == 1 else 2.0}),
+        calls=11, judged_call=n))
+    judged: list[str] = []
+
+    def judge(seed, infos, call):  # the first timing's outputs are garbage, the second's right
+        judged.append(call)
+        return Trial(seed=seed, passed=len(judged) > 1, reason=None if len(judged) > 1 else "incorrect",
+                     message=None if len(judged) > 1 else "garbage")
+
+    v._judge_timed = judge
+    ev = _timed(v)
+    assert asked == ["CallRequest", "TimeRequest"]
+    assert ev.failure is not None and ev.failure.reason == "timing_mismatch" and "garbage" in ev.failure.message
 
 
 def test_a_gpu_timing_calls_once_before_the_wall_clock_starts(monkeypatch):

@@ -593,6 +593,7 @@ class Verifier:
         # Two cases on the CPU: timed calls alternate between them, so a result cached from the
         # previous call is wrong for this one.
         cases = [self._new_case() for _ in range(1 if self.cuda else 2)]
+        retried = False  # a GPU timing over its trailing-time allowance, timed once more
         try:
             if self.cuda:
                 self.arena.write(self.in_specs, self.inputs_for(cases[0]))
@@ -603,6 +604,7 @@ class Verifier:
                     # flagged so on an H200, session 12). One untimed call first, outside that clock.
                     last = self.ask(CallRequest(), deadline)
                     wall_s = 0.0
+                    verdict: Trial | None = None
                     for attempt in range(2 if last.ok else 0):
                         t0 = time.perf_counter()
                         last = self.ask(TimeRequest(timing=self.cfg.timing, race_against_ms=req.race_against_ms),
@@ -611,13 +613,20 @@ class Verifier:
                         # The trailing time is host wall time around a synchronize: a loaded host pushed an
                         # honest 38 us kernel to 24 us of it, over its allowance (4xH200, session 12, three
                         # suite problems starting beside it; 1.6-6 us when the host was quiet). One more
-                        # timing decides: work hidden on another stream trails in that one too.
+                        # timing decides: work hidden on another stream trails in that one too. The first
+                        # timing's judged outputs are judged before it is dropped: wrong ones fail here.
                         if attempt or not (last.ok and last.timing and hidden_work(last.timing)):
                             break
+                        judged = _judged_call_words(last.judged_call, last.timing)
+                        first = (self._rewritten(cases[0], last.outputs, judged)
+                                 or self._judge_timed(cases[0], last.outputs, judged))
+                        if not first.passed:
+                            verdict = first
+                            break
+                        retried = True
                         self.progress(req.index, "timing again: the device stayed busy after the timed stream")
                 stats = last.timing
-                verdict = None
-                if last.ok and stats:
+                if verdict is None and last.ok and stats:
                     judged = _judged_call_words(last.judged_call, stats)
                     verdict = (self._rewritten(cases[0], last.outputs, judged)
                                or self._judge_timed(cases[0], last.outputs, judged))
@@ -638,7 +647,8 @@ class Verifier:
             return last
         hidden = hidden_work(stats) if self.cuda else None
         if hidden is not None:
-            ev.failure = Failure(reason="timing_mismatch", stage="time", message=hidden)
+            ev.failure = Failure(reason="timing_mismatch", stage="time",
+                                 message=("in two timings: " if retried else "") + hidden)
             return last
         if stats.raced_out:
             # Clearly slower than the beam (racing): partly timed, never verified, never promoted.
