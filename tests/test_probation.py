@@ -10,6 +10,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from kernelopt.models.harness import Candidate, Evaluation, Problem, TimingStats
 from kernelopt.models.optimize import RunState, Version
 from kernelopt.optimize import loop as loop_mod
@@ -50,6 +52,15 @@ def test_probation_ends_once_the_structure_was_expanded_and_no_child_beat_it() -
 def test_a_child_that_beat_it_carries_the_probation_on() -> None:
     loop = _loop(BASE + [("v3", 1.00, "v2", "flat"), ("v4", 0.99, "v3", "flat")])
     assert loop.on_probation(loop.correct()) == "v4"
+
+
+def test_only_a_timed_knob_variant_ends_it() -> None:
+    """A child of another structure (a transform's rewrite) or one that failed says nothing about the
+    member's knobs: its probation goes on (found in review, session 12)."""
+    loop = _loop(BASE + [("v3", 1.00, "v2", "flat"), ("v4", 1.30, "v3", "persistent"), ("v5", None, "v3", "flat")])
+    loop.state.versions["v5"].evaluation = Evaluation(problem=PROBLEM, candidate=Candidate(
+        path="v5/kernel.py", name="v5", backend="triton", entry="kernel_function", sha256="0"))  # failed: no time
+    assert loop.on_probation(loop.correct()) == "v3"
 
 
 def test_a_child_still_being_evaluated_does_not_end_it() -> None:
@@ -113,3 +124,22 @@ def test_the_probation_members_proposals_take_every_other_place() -> None:
     assert order[:3] == ["v1", "v3", "v1"] and sorted(order) == sorted(p.parent for p in props)
     loop.state.beam = ["v1", "v2"]  # no member on probation: the optimizer's order stands
     assert loop.interleave_probation(props) == props
+
+
+def test_the_reserve_counts_the_table_again_when_the_finish_runs_on_another_gpu() -> None:
+    """Autotune choices are kept per verifier, and the re-timing runs on the engine's first worker: with
+    several GPUs a version searched on another one pays its table again, so the reserve counts it; with
+    one GPU it does not (found in review, session 12)."""
+    def reserve_on(devices: list[str]) -> float:
+        loop = _loop([("v0", 1.5, None, "a"), ("v1", 1.0, "v0", "a")], beam=1)
+        for vid in ("v0", "v1"):
+            loop.state.versions[vid].evaluation.phases = {
+                "runner_start": 0.3, "load": 0.1, "verify": 11.0 if vid == "v1" else 1.0, "time": 0.5}
+        loop.check_shapes = False
+        loop.engine = SimpleNamespace(isolate="worker", devices=devices)
+        return loop.finish_reserve_s()
+
+    one, two = reserve_on(["cuda:0"]), reserve_on(["cuda:0", "cuda:1"])
+    # v1's 10 s table, in both of its re-timings (and in the winner's last verification, at least as long
+    # as the mean verification's 6.4 s)
+    assert two - one == pytest.approx(2 * 10.0 + (10.9 - 6.4))

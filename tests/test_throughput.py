@@ -220,6 +220,10 @@ def test_timing_alone_counts_a_first_call_paid_while_verifying() -> None:
     # Where a later runner keeps the choice and the compiled kernel, the verification's excess is not paid again.
     assert timing_alone_s({"runner_start": 0.4, "load": 0.0, "verify": 10.5, "time": 0.5}, 0.8,
                           choices_kept=True) == pytest.approx(0.9)
+    # Timed first on a GPU: the untimed first call is its own phase, paid again only where the choice is not kept.
+    raced = {"runner_start": 0.3, "load": 0.0, "time": 0.6, "first_call": 8.3, "verify": 0.7}
+    assert timing_alone_s(raced, 1.5) == pytest.approx(9.2)
+    assert timing_alone_s(raced, 1.5, choices_kept=True) == pytest.approx(0.9)
 
 
 def test_the_suite_table_splits_each_problems_time(tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ So the runners of one verifier get their own store for these files only, a direc
 verifier makes and removes (`KERNELOPT_AUTOTUNE_DIR`), through a cache manager that routes
 `*.autotune.json` there and everything else (the compiled kernels) to Triton's own dir
 (`TRITON_CACHE_MANAGER`). A later runner of the same candidate in the same engine then uses the
-config its first runner chose on this device, and the re-timing and the final verification run
-the config the search timed. A choice never crosses engines (a resumed run, a shape check, another
+config its first runner chose on this device, and on one GPU the re-timing and the final
+verification run the config the search timed (with several, they run on the first verifier, whose
+store lacks the choices made on the others: those versions benchmark their table again). A choice never crosses engines (a resumed run, a shape check, another
 run) nor devices. The timed calls and the verification are unchanged; only which config runs.
 
 A candidate could already write Triton's cache (compiled kernels included) in worker and

@@ -428,7 +428,7 @@ class Verifier:
                 # Racing: timed first; a candidate clearly slower than the time to beat stops being
                 # timed and is not verified (it is never promoted); every other one is fully timed
                 # and then verified like any candidate.
-                last = self._time(req, ev, deadline) or last
+                last = self._time(req, ev, deadline, phase) or last
                 phase("time")
                 mismatch = ev.failure if ev.failure is not None and ev.failure.reason == "timing_mismatch" else None
                 if mismatch is not None and req.verify:
@@ -444,7 +444,7 @@ class Verifier:
                     last = self._verify(req, ev, deadline) or last
                     phase("verify")
                 if ev.failure is None and req.time:
-                    last = self._time(req, ev, deadline) or last
+                    last = self._time(req, ev, deadline, phase) or last
                     phase("time")
             if last.ok or last.device_ok:
                 last = self.ask(UnloadRequest(), deadline)
@@ -586,7 +586,8 @@ class Verifier:
             verdict.message = f"{call}: {verdict.reason}: {verdict.message}"
         return verdict
 
-    def _time(self, req: EvaluateRequest, ev: Evaluation, deadline: float) -> RunnerReply:
+    def _time(self, req: EvaluateRequest, ev: Evaluation, deadline: float,
+              phase: Callable[[str], None] | None = None) -> RunnerReply:
         from kernelopt.harness.timing import gpu_lock, hidden_work, speedup
 
         self.progress(req.index, "timing")
@@ -602,7 +603,13 @@ class Verifier:
                     # table in it: seconds that the wall-clock check (`_suspect`) held against the GPU time
                     # (a raced candidate is timed before any trial; matmul_bf16's fastest version was
                     # flagged so on an H200, session 12). One untimed call first, outside that clock.
+                    if phase is not None:
+                        phase("time")  # the case's inputs and reference, the wait for the GPU's lock
                     last = self.ask(CallRequest(), deadline)
+                    if phase is not None:
+                        # Its own phase: what a later runner pays again unless it keeps the autotune
+                        # choice (`loop.timing_alone_s`).
+                        phase("first_call")
                     wall_s = 0.0
                     verdict: Trial | None = None
                     for attempt in range(2 if last.ok else 0):

@@ -52,13 +52,19 @@ def timing_alone_s(phases: dict[str, float], warm_verify: float, choices_kept: b
     order they ran). The first call compiles (an autotuned kernel times its whole table there), and
     that lands in whichever phase ran first: timed first, its runner's start, load and timing; verified
     first, its verification too, less what a verification costs once the first call is paid
-    (`warm_verify`, `_warm_verify_s`). Where the engine's runners keep their autotune choices
-    (`choices_kept`, `autotune_cache.keeps_choices`), a later runner loads the compiled kernel from
-    Triton's disk cache and the choice from the store, so a verification's first-call excess is not
-    paid again (on an H200, linear_bias_gelu's autotuned winner: 11.2 s verified first, its four
+    (`warm_verify`, `_warm_verify_s`); on a GPU the timing's first call is a phase of its own
+    (`first_call`). Where a later runner keeps the autotune choice (`choices_kept`: the engine's
+    runners keep theirs, `autotune_cache.keeps_choices`, and one verifier does all the finishing, one
+    GPU), it loads the compiled kernel from Triton's disk cache and the choice from the store, so
+    neither first call is paid again (on an H200, linear_bias_gelu's autotuned winner: 11.2 s verified first, its four
     re-timings 8 s in all; the reserve that counted it held 70 s back for a 33 s finish, session 12)."""
     cost = phases.get("runner_start", 0.0) + phases.get("load", 0.0) + phases.get("time", 0.0)
-    if _checks_in_order(phases)[:1] == ["verify"] and not choices_kept:
+    if choices_kept:
+        return cost
+    # The timing's untimed first call (`first_call`, a phase of its own on a GPU), and a first call
+    # paid while verifying.
+    cost += phases.get("first_call", 0.0)
+    if _checks_in_order(phases)[:1] == ["verify"]:
         cost += max(0.0, phases["verify"] - warm_verify)
     return cost
 
@@ -198,7 +204,10 @@ class Loop:
         retimed = best + ([v0] if v0 is not None and v0 not in best else [])
         from kernelopt.harness.autotune_cache import keeps_choices
 
-        kept = keeps_choices(getattr(self.engine, "isolate", "worker"))
+        # Kept per verifier: a version searched on another GPU's verifier has no stored choice in the one
+        # that re-times (`workers=1`), so with several GPUs its table counts (found in review).
+        kept = (keeps_choices(getattr(self.engine, "isolate", "worker"))
+                and len(getattr(self.engine, "devices", None) or [None]) == 1)
         timed = [v.evaluation.phases for v in retimed if v.evaluation is not None and "time" in v.evaluation.phases]
         own = [timing_alone_s(phases, warm_verify, kept) for phases in timed]
         reserve = 2 * (sum(own) + max(0, RETIME_TOP + 1 - len(own)) * timing)
@@ -414,14 +423,18 @@ class Loop:
     def on_probation(self, ranked: list[Version]) -> str | None:
         """The version that takes the beam's probation slot (PROBATION_MARGIN), if any: the best version
         of the fastest structure that no member of the top --beam has, within the margin of the best,
-        not v0, and not expanded yet (no evaluated child: once its knobs were tried and none beat it,
-        its probation is over; a child that did beat it is the structure's best and goes on)."""
+        not v0, and whose knobs were not tried yet: no child of its own structure was timed (a knob
+        variant; a transform's rewrite or a failure tells nothing about its knobs). Once they were tried
+        and none beat it, its probation is over; a child that did beat it is the structure's best and
+        goes on."""
         k = self.config.beam
         if len(ranked) <= k or ranked[0].median_ms is None:
             return None
         limit = ranked[0].median_ms * (1.0 + PROBATION_MARGIN)
         taken = {self.structure(v.id) for v in ranked[:k]}
-        expanded = {v.parent for v in self.state.versions.values() if v.parent and v.evaluation is not None}
+        expanded = {v.parent for v in self.state.versions.values()
+                    if v.parent and v.evaluation is not None and v.evaluation.timing is not None
+                    and self.structure(v.id) == self.structure(v.parent)}
         for v in ranked[k:]:
             if v.median_ms is None or v.median_ms > limit:
                 return None  # fastest first: the rest are slower still

@@ -150,7 +150,7 @@ def verdict(evaluation: Evaluation | None) -> tuple[str, str | None]:
     if evaluation.raced_out and evaluation.timing is not None:
         t = evaluation.timing
         return "raced out", (f"clearly slower than the beam: the fastest of {t.count} timed calls, {t.min_ms:.4g} ms, "
-                             f"above the beam's worst upper bound {t.race_against_ms:.4g} ms (median so far "
+                             f"above the time to beat {t.race_against_ms:.4g} ms (median so far "
                              f"{t.median_ms:.4g} ms); not verified, never promoted")
     if evaluation.failure is not None:
         return evaluation.failure.reason, _one_line(evaluation.failure.message)
