@@ -464,14 +464,14 @@ def _gpu_timing_verifier(monkeypatch, reply_for_time):
     return v, asked
 
 
-def _timed(v) -> Any:
+def _timed(v, phase=None) -> Any:
     from types import SimpleNamespace
 
     from kernelopt.models.harness import Candidate, Evaluation, Problem
 
     ev = Evaluation(problem=Problem(path="p.py", name="p"),
                     candidate=Candidate(path="k.py", name="k", backend="triton", entry="ModelNew", sha256=""))
-    v._time(SimpleNamespace(index=0, race_against_ms=None), ev, deadline=time.monotonic() + 60)
+    v._time(SimpleNamespace(index=0, race_against_ms=None), ev, deadline=time.monotonic() + 60, phase=phase)
     return ev
 
 
@@ -526,8 +526,11 @@ def test_a_gpu_timing_calls_once_before_the_wall_clock_starts(monkeypatch):
 
     v, asked = _gpu_timing_verifier(monkeypatch, lambda n: RunnerReply(ok=True, timing=_stats(0.1, count=10, warmup=1),
                                                                        calls=11))
-    ev = _timed(v)
+    phases: list[tuple[str, int]] = []
+    ev = _timed(v, phase=lambda name: phases.append((name, len(asked))))
     assert asked == ["CallRequest", "TimeRequest"]
+    # The first call is a phase of its own (what a later runner pays again unless it keeps the choice).
+    assert phases == [("time", 0), ("first_call", 1)]
     assert ev.failure is None and ev.timing is not None and ev.suspect == []
 
 
