@@ -105,9 +105,12 @@ class Verifier:
         # Read by the runner before anything imports Triton: interpreter on the CPU, never on a GPU.
         os.environ["TRITON_INTERPRET"] = "0" if self.cuda else "1"
         # Where this verifier's runners keep Triton's autotune choices (`autotune_cache`): made before
-        # the zygote, whose runners' environment names it; none for sandboxed runners (nothing shared).
+        # the zygote, whose runners' environment names it; none where choices are not kept (sandboxed
+        # runners share nothing; a cache manager of the user's own).
         self.autotune_dir: Path | None = None
-        if cfg.isolate != "sandbox":
+        from kernelopt.harness.autotune_cache import keeps_choices
+
+        if keeps_choices(cfg.isolate):
             from kernelopt.harness.sandbox import make_tmpdir
 
             self.autotune_dir = make_tmpdir("autotune")
@@ -586,6 +589,12 @@ class Verifier:
             verdict.message = f"{call}: {verdict.reason}: {verdict.message}"
         return verdict
 
+    def _judge_timing(self, seed: int, reply: RunnerReply) -> Trial:
+        """The verdict on a GPU timing's judged call (`reply.judged_call`), its outputs in the arena."""
+        assert reply.timing is not None
+        judged = _judged_call_words(reply.judged_call, reply.timing)
+        return self._rewritten(seed, reply.outputs, judged) or self._judge_timed(seed, reply.outputs, judged)
+
     def _time(self, req: EvaluateRequest, ev: Evaluation, deadline: float,
               phase: Callable[[str], None] | None = None) -> RunnerReply:
         from kernelopt.harness.timing import gpu_lock, hidden_work, speedup
@@ -624,9 +633,7 @@ class Verifier:
                         # timing's judged outputs are judged before it is dropped: wrong ones fail here.
                         if attempt or not (last.ok and last.timing and hidden_work(last.timing)):
                             break
-                        judged = _judged_call_words(last.judged_call, last.timing)
-                        first = (self._rewritten(cases[0], last.outputs, judged)
-                                 or self._judge_timed(cases[0], last.outputs, judged))
+                        first = self._judge_timing(cases[0], last)
                         if not first.passed:
                             verdict = first
                             break
@@ -634,9 +641,7 @@ class Verifier:
                         self.progress(req.index, "timing again: the device stayed busy after the timed stream")
                 stats = last.timing
                 if verdict is None and last.ok and stats:
-                    judged = _judged_call_words(last.judged_call, stats)
-                    verdict = (self._rewritten(cases[0], last.outputs, judged)
-                               or self._judge_timed(cases[0], last.outputs, judged))
+                    verdict = self._judge_timing(cases[0], last)
             else:
                 last, stats, verdict = self._time_interpreter(cases, deadline, req.race_against_ms)
                 wall_s = 0.0

@@ -42,8 +42,8 @@ RECOMMENDATIONS = 12
 # A new structure (a transform's rewrite, say) starts with its parent's knob values, tuned for another
 # structure, so its first time undersells it: a flat elementwise grid inherits a row kernel's 16 warps.
 # One beam slot beyond --beam keeps the fastest structure that the beam lacks, while it is within this
-# share of the best and its own best version has not been expanded yet (its knobs not tuned), and
-# racing spares such structures up to the same share (`Loop.on_probation`, `Loop.race_against_ms`).
+# share of the best and no knob variant of it was timed yet, and racing spares such structures up to
+# the same share (`Loop.on_probation`, `Loop.evaluate`).
 PROBATION_MARGIN = 0.10
 
 
@@ -56,8 +56,9 @@ def timing_alone_s(phases: dict[str, float], warm_verify: float, choices_kept: b
     (`first_call`). Where a later runner keeps the autotune choice (`choices_kept`: the engine's
     runners keep theirs, `autotune_cache.keeps_choices`, and one verifier does all the finishing, one
     GPU), it loads the compiled kernel from Triton's disk cache and the choice from the store, so
-    neither first call is paid again (on an H200, linear_bias_gelu's autotuned winner: 11.2 s verified first, its four
-    re-timings 8 s in all; the reserve that counted it held 70 s back for a 33 s finish, session 12)."""
+    neither first call is paid again (on an H200, linear_bias_gelu's autotuned winner: 11.2 s
+    verified first, its four re-timings 8 s in all; the reserve that counted it held 70 s back for a
+    33 s finish, session 12)."""
     cost = phases.get("runner_start", 0.0) + phases.get("load", 0.0) + phases.get("time", 0.0)
     if choices_kept:
         return cost
@@ -187,6 +188,8 @@ class Loop:
         the mean of this run's timings (0 before any). A kernel that autotunes pays its table again
         in every fresh runner: on an H200 the GEMMs' re-timing took 49-64 s against the mean's
         estimate of about 8 x 1.5 s, and their 2-minute runs ended 28-36 s late (session 11)."""
+        from kernelopt.harness.autotune_cache import keeps_choices
+
         evs = [v.evaluation for v in self.state.versions.values() if v.evaluation is not None]
 
         def mean(phases: tuple[str, ...], need: str) -> float:
@@ -202,8 +205,6 @@ class Loop:
         best = self.correct()[:RETIME_TOP]
         v0 = self.state.versions.get("v0")
         retimed = best + ([v0] if v0 is not None and v0 not in best else [])
-        from kernelopt.harness.autotune_cache import keeps_choices
-
         # Kept per verifier: a version searched on another GPU's verifier has no stored choice in the one
         # that re-times (`workers=1`), so with several GPUs its table counts (found in review).
         kept = (keeps_choices(getattr(self.engine, "isolate", "worker"))

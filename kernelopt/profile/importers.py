@@ -313,8 +313,6 @@ def read_ncu_rep(path: str | Path) -> list[RawKernel]:
     On 4 H200s (session 12) Nsight Compute 2025.3.1's own `extras/python` reader killed a whole
     suite run with SIGSEGV right after ncu had written a report. A crash is a bad report (BadInput,
     one line), never the caller's death."""
-    from pydantic import TypeAdapter
-
     from kernelopt.harness.isolate import run_in_child
 
     path = Path(path)
@@ -322,7 +320,7 @@ def read_ncu_rep(path: str | Path) -> list[RawKernel]:
         raise BadInput(f"{path}: no such file")
     result = run_in_child("read_ncu_rep", {"path": str(path.resolve())}, timeout_s=READ_TIMEOUT_S)
     if result.ok and result.value is not None:
-        return TypeAdapter(list[RawKernel]).validate_python(result.value["kernels"])
+        return _kernels_json().validate_python(result.value["kernels"])
     if result.error_kind == "bad_input" and result.message:
         raise BadInput(result.message)
     how = {"timeout": f"did not finish in {READ_TIMEOUT_S:g} s", "crash": "crashed"}.get(result.error_kind or "", "failed")
@@ -331,15 +329,19 @@ def read_ncu_rep(path: str | Path) -> list[RawKernel]:
 
 def child_read_ncu_rep(args: dict[str, Any]) -> dict[str, Any]:
     """`read_ncu_rep`'s child: the kernels as JSON."""
+    kernels = _read_ncu_rep_here(Path(args["path"]))
+    return {"kernels": _kernels_json().dump_python(kernels, mode="json")}
+
+
+def _kernels_json() -> Any:
+    """The kernels' JSON form, between `read_ncu_rep` and its child (pydantic, imported when read)."""
     from pydantic import TypeAdapter
 
-    kernels = _read_ncu_rep_here(Path(args["path"]))
-    return {"kernels": TypeAdapter(list[RawKernel]).dump_python(kernels, mode="json")}
+    return TypeAdapter(list[RawKernel])
 
 
 def _read_ncu_rep_here(path: Path) -> list[RawKernel]:
     ncu_report = ncu_report_module()
-    path = Path(path)
     try:
         ctx = ncu_report.load_report(str(path))
     except Exception as exc:  # noqa: BLE001 - the loader raises plain RuntimeError on corrupt files
