@@ -162,14 +162,19 @@ def test_at_the_problems_roofline_proposes_nothing_but_a_busy_unit_does_not_stop
     v0 = _timed(run.evaluated[0][0], 1.0)
     opt = KnobSearchOptimizer()
 
-    def context(floor_ms: float | None) -> OptimizeContext:
-        return OptimizeContext(problem=PROBLEM, round=1, beam=[v0], roofline_floor_ms=floor_ms)
+    def context(floor_ms: float | None, reference_ms: float | None = None) -> OptimizeContext:
+        return OptimizeContext(problem=PROBLEM, round=1, beam=[v0], roofline_floor_ms=floor_ms,
+                               reference_ms=reference_ms)
 
     # ncu says DRAM is busy, but the time is twice the problem's floor: the data moves twice.
     assert opt.propose(context(0.5)) != []
     assert opt.propose(context(None)) != []  # no floor (the CPU interpreter): never a roofline stop
     assert opt.propose(context(0.95)) == []  # 95 % of the floor: nothing a knob can buy
     assert roofline_share(v0, 0.95) == pytest.approx(0.95) and at_roofline(v0, 0.9) and not at_roofline(v0, 0.89)
+    # At the roofline but slower than a baseline the run measured (torch.compile at 0.97 ms): not done.
+    assert opt.propose(context(0.95, reference_ms=0.97)) != []
+    assert opt.propose(context(0.95, reference_ms=1.0)) == []  # as fast as the library: done
+    assert not at_roofline(v0, 0.95, 0.97) and at_roofline(v0, 0.95, 1.0)
 
 
 def test_failed_configs_are_never_retried_nor_larger_ones_after_out_of_resources(tmp_path: Path) -> None:

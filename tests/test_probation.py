@@ -143,3 +143,15 @@ def test_the_reserve_counts_the_table_again_when_the_finish_runs_on_another_gpu(
     # v1's 10 s table, in both of its re-timings (and in the winner's last verification, at least as long
     # as the mean verification's 6.4 s)
     assert two - one == pytest.approx(2 * 10.0 + (10.9 - 6.4))
+
+
+def test_the_reference_time_is_the_fastest_baseline_measured() -> None:
+    """The roofline stop compares the best member with it (kernelopt.optimize.base.at_roofline)."""
+    from kernelopt.models.harness import Timing
+
+    loop = _loop(BASE)
+    assert loop.reference_ms() is None  # no baselines (--baselines none, the interpreter)
+    loop.state.baselines = {name: Timing(label=name, stats=_version("b", ms, None).evaluation.timing)
+                            for name, ms in (("eager", 2.5), ("compile", 0.93))}
+    loop.state.baselines["failed"] = Timing(label="compile", error="torch.compile failed")
+    assert loop.reference_ms() == pytest.approx(0.93)

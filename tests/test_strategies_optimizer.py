@@ -160,3 +160,23 @@ def test_a_rewrite_the_run_already_holds_takes_no_slot(tmp_path: Path, fixture_t
     ctx.tried_sources = [normalized_source_hash(held.source)]
     again = [p.strategy for p in opt.propose(ctx) if p.extra.get("phase") == "transform"]
     assert again == ["mark-b"]
+
+
+def test_at_the_roofline_but_slower_than_the_library_the_transforms_go_on(tmp_path: Path, fixture_transforms) -> None:
+    """At 91 % of its DRAM floor bias_silu_residual was 0.99x of torch.compile on an H100 (session 13):
+    the roofline stop waits until the best member is no slower than the fastest baseline."""
+    v0 = tmp_path / "v0.py"
+    v0.write_text(SOFTMAX.read_text())
+    from kernelopt.models.harness import Candidate, Evaluation, TimingStats
+    timing = TimingStats(median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, iqr_ms=0.0, cv=0.0, count=10,
+                         warmup_count=1, l2_flush_bytes=0)
+    cand = Candidate(path=str(v0), name="v0", backend="triton", entry="ModelNew", sha256="0")
+    member = Version(id="v0", round=0, path=str(v0), evaluation=Evaluation(problem=PROBLEM, candidate=cand, timing=timing))
+    opt = StrategiesOptimizer(strategies=strategies(strategy("mark-kernel", NAME, {"MARK": 2})))
+    at_floor = context(tmp_path, beam=[member], recs=["mark-kernel"])
+    at_floor.roofline_floor_ms = 0.91
+    assert opt.propose(at_floor) == []  # no baseline measured: done at 91 % of the floor
+    at_floor.reference_ms = 0.99  # torch.compile is faster
+    assert opt.propose(at_floor)[0].strategy == "mark-kernel"
+    at_floor.reference_ms = 1.0  # as fast as the library: done
+    assert opt.propose(at_floor) == []

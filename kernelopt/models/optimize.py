@@ -118,6 +118,9 @@ class OptimizeContext(Model):
     device: str | None = None
     roofline_floor_ms: float | None = Field(
         None, description="the least time the problem's inputs and outputs allow at peak DRAM bandwidth (GPU only)")
+    reference_ms: float | None = Field(
+        None, description="the fastest baseline measured for the problem (eager, torch.compile): a version at the "
+                          "roofline still slower than it is not done (kernelopt.optimize.base.at_roofline)")
     seed: int = 0
     options: dict[str, Any] = Field(default_factory=dict, description="optimizer options from the CLI / library call")
 

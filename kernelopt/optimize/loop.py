@@ -461,6 +461,7 @@ class Loop:
             failed_proposals=list(self.state.failed_proposals),
             tried_sources=tried, proposals_per_member=self.config.proposals_per_member,
             budget_left=self.budget_left(), device=self.config.device, roofline_floor_ms=self.floor_ms(),
+            reference_ms=self.reference_ms(),
             seed=self.config.seed, options=options,
         )
 
@@ -489,6 +490,11 @@ class Loop:
         ready = getattr(self.engine, "ready", None) or []
         floors = [r.reference_floor_ms for r in ready if r.reference_floor_ms]
         return min(floors) if floors else None
+
+    def reference_ms(self) -> float | None:
+        """The fastest baseline (eager, torch.compile) this run measured, None without baselines."""
+        times = [t.stats.median_ms for t in self.state.baselines.values() if t.stats is not None and t.stats.median_ms]
+        return min(times) if times else None
 
     def history(self) -> list[Attempt]:
         out = []
@@ -720,8 +726,9 @@ class Loop:
                 self.profile_beam()
                 since = time.monotonic()
                 head = self.state.versions[self.state.beam[0]] if self.state.beam else None
-                if head is not None and at_roofline(head, floor := self.floor_ms()):
-                    stop = f"at the roofline ({roofline_share(head, floor):.0%} of the DRAM floor)"
+                if head is not None and at_roofline(head, floor := self.floor_ms(), reference := self.reference_ms()):
+                    stop = f"at the roofline ({roofline_share(head, floor):.0%} of the DRAM floor)" + (
+                        ", no slower than the fastest baseline" if reference is not None else "")
                     break
                 if self.budget_left() == 0:
                     stop = "evaluation budget"

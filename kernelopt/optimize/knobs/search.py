@@ -172,7 +172,7 @@ class KnobSearchOptimizer:
         if not context.beam:
             return []
         best = context.beam[0]
-        if at_roofline(best, context.roofline_floor_ms):
+        if at_roofline(best, context.roofline_floor_ms, context.reference_ms):
             return []  # at the problem's roofline: no knob will buy a measurable gain
         budget = context.budget_left if context.budget_left is not None else None
         if budget is not None and budget <= 0:

@@ -55,7 +55,7 @@ class StrategiesOptimizer:
     # --- public ---------------------------------------------------------------------------------
 
     def propose(self, context: OptimizeContext) -> list[Proposal]:
-        if not context.beam or at_roofline(context.beam[0], context.roofline_floor_ms):
+        if not context.beam or at_roofline(context.beam[0], context.roofline_floor_ms, context.reference_ms):
             return []
         budget = context.budget_left
         if budget is not None and budget <= 0:
