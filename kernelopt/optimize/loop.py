@@ -37,6 +37,11 @@ PROFILE_CALLS = 150
 # With a time budget, a beam member is profiled only if its profile's estimated cost is at most this
 # share of the time left: under a tight budget evaluations are worth more than another diagnosis.
 PROFILE_SHARE = 0.5
+# A beam member of the same structure as a profiled ancestor and within this share of its time takes
+# that ancestor's metrics and diagnosis instead of a profile of its own: a knob move that changed the
+# time by 2 % did not change the bottleneck. On an H100 (session 13) bias_silu_residual's second
+# profile (10.6 s of a 120 s budget) was of `num_stages 3 -> 4`, 1.7269 ms against v0's 1.7270.
+INHERIT_PROFILE_MARGIN = 0.05
 # Strategies asked of the recommend stage for each beam member.
 RECOMMENDATIONS = 12
 # A new structure (a transform's rewrite, say) starts with its parent's knob values, tuned for another
@@ -45,6 +50,14 @@ RECOMMENDATIONS = 12
 # share of the best and no knob variant of it was timed yet, and racing spares such structures up to
 # the same share (`Loop.on_probation`, `Loop.evaluate`).
 PROBATION_MARGIN = 0.10
+
+
+INHERITED_PREFIX = "inherited:"
+
+
+def inherited(version: Version) -> bool:
+    """Whether the version's metrics and diagnosis are an ancestor's (Loop.inherit_profile)."""
+    return (version.profiler or "").startswith(INHERITED_PREFIX)
 
 
 def timing_alone_s(phases: dict[str, float], warm_verify: float, choices_kept: bool = False) -> float:
@@ -340,12 +353,48 @@ class Loop:
                 and self.state.versions[vid].metrics is None and self.state.versions[vid].profile_failure is None]
         profiled = False
         for vid in todo:
+            donor = self.profile_donor(vid)
+            if donor is not None:
+                self.inherit_profile(vid, donor)
+                continue
             if not self.profile_fits(vid):
                 continue
             self.profile_one(vid)
             profiled = True
         if profiled:
             self.spend("profiling", since)
+
+    def profile_donor(self, vid: str) -> Version | None:
+        """The nearest ancestor of `vid` that was profiled (not itself inheriting), has the same
+        structure, and whose time is within INHERIT_PROFILE_MARGIN of vid's; None if there is none,
+        or in agent mode (an agent reads each version's own profile)."""
+        if capability(self.optimizer, "interactive"):
+            return None
+        version = self.state.versions[vid]
+        seen: set[str] = set()
+        parent_id = version.parent
+        while parent_id and parent_id not in seen:
+            seen.add(parent_id)
+            ancestor = self.state.versions.get(parent_id)
+            if ancestor is None or self.structure(ancestor.id) != self.structure(vid):
+                return None  # another structure: its profile says nothing about this one
+            if ancestor.metrics is not None and ancestor.diagnosis is not None and not inherited(ancestor):
+                if version.median_ms and ancestor.median_ms and \
+                        abs(version.median_ms / ancestor.median_ms - 1.0) <= INHERIT_PROFILE_MARGIN:
+                    return ancestor
+                return None
+            parent_id = ancestor.parent
+        return None
+
+    def inherit_profile(self, vid: str, donor: Version) -> None:
+        """Record `donor`'s metrics and diagnosis as vid's, its `profiled` event naming the donor."""
+        version = self.state.versions[vid]
+        share = version.median_ms / donor.median_ms if version.median_ms and donor.median_ms else None
+        self.rundir.record_profiled(
+            vid, metrics=donor.metrics, diagnosis=donor.diagnosis, profiler=f"{INHERITED_PREFIX}{donor.id}",
+            notes=[f"not profiled: {donor.id}'s profile (same structure, time {share:.3f}x of it)"] if share else None)
+        self.say(f"{vid}: {donor.id}'s profile (same structure, within {INHERIT_PROFILE_MARGIN:.0%} of its time)")
+        self.refresh()
 
     def profile_cost_s(self, vid: str) -> float:
         """What profiling `vid` is expected to take: the mean of this run's profiles so far, or before
@@ -354,8 +403,8 @@ class Loop:
         version = self.state.versions[vid]
         engine_start = self.state.spent.get("startup", 0.0) / max(1, self.state.resumes + 1)
         estimate = engine_start + PROFILE_NCU_S + PROFILE_CALLS * (version.median_ms or 0.0) / 1000.0
-        done = [v for v in self.state.versions.values()
-                if v.metrics is not None or v.diagnosis is not None or v.profile_failure is not None]
+        done = [v for v in self.state.versions.values() if not inherited(v)
+                and (v.metrics is not None or v.diagnosis is not None or v.profile_failure is not None)]
         spent = self.state.spent.get("profiling", 0.0)
         if done and spent > 0:
             estimate = max(estimate, spent / len(done))
