@@ -124,3 +124,27 @@ def test_accepts_metrics_model(packs):
 
 def test_torch_backend_gets_no_backend_specific_strategies(packs):
     assert pack_scores(diagnosis(bottleneck("dram")), "torch", None, strategies=packs) == []
+
+
+@pytest.mark.parametrize("category,subcause", [("occupancy", "register_limited"), ("dram", "dram_bandwidth")])
+def test_a_row_launched_elementwise_kernel_gets_the_flat_grid_transform(packs, tmp_path, category, subcause):
+    """bias_silu_residual's draft (one program per 16384-column row) was diagnosed register-limited on
+    an H200 and DRAM-bound on an H100 (session 13). flat_elementwise, the form torch.compile's
+    pointwise kernels take, was reachable only through bigger-programs-for-tiny-blocks, whose `when`
+    (blocks, not registers, bind occupancy) excluded it in both: three rounds, never proposed."""
+    from pathlib import Path
+
+    from kernelopt.models.harness import Problem
+    from kernelopt.models.optimize import OptimizeContext, Version
+    from kernelopt.optimize.transforms.optimizer import StrategiesOptimizer
+
+    recs = pack_scores(diagnosis(bottleneck(category, subcause=subcause)), "triton", {}, strategies=packs)
+    assert "flat-elementwise-grid" in ids(recs)
+    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "bias_silu_residual"
+    v0 = tmp_path / "v0.py"
+    v0.write_text((suite / "kernel.py").read_text())
+    member = Version(id="v0", round=0, path=str(v0))
+    ctx = OptimizeContext(problem=Problem(path=str(suite / "problem.py"), name="bias_silu_residual"), round=1,
+                          beam=[member], recommendations={"v0": recs}, proposals_per_member=4)
+    made = [p for p in StrategiesOptimizer(strategies=packs).propose(ctx) if p.extra.get("phase") == "transform"]
+    assert ("flat-elementwise-grid", "flat_elementwise") in [(p.strategy, p.extra["transform"]["name"]) for p in made]
