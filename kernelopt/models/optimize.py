@@ -45,6 +45,10 @@ class Proposal(Model):
                           "the loop records it as a `proposal_failed` event and evaluates nothing")
 
 
+# A `profiled` event's profiler for a version that took an ancestor's profile: `inherited:vN`.
+INHERITED_PREFIX = "inherited:"
+
+
 class Version(Model):
     """A candidate the loop has evaluated: `v{n}` in the run directory."""
 
@@ -72,6 +76,14 @@ class Version(Model):
     @property
     def median_ms(self) -> float | None:
         return self.evaluation.median_ms if self.evaluation and self.correct else None
+
+    @property
+    def profile_of(self) -> str | None:
+        """The ancestor whose metrics and diagnosis this version carries instead of a profile of its own
+        (its `profiled` event names `profiler: inherited:vN`, kernelopt.optimize.loop.Loop.inherit_profile);
+        None when they are its own or it has none."""
+        profiler = self.profiler or ""
+        return profiler[len(INHERITED_PREFIX):] if profiler.startswith(INHERITED_PREFIX) else None
 
 
 class Attempt(Model):

@@ -49,6 +49,9 @@ class BottleneckSummary(Model):
     message: str
     headroom_pct: float | None = None
     evidence: list[str] = Field(default_factory=list, description="'key = value (op threshold)'")
+    profile_of: str | None = Field(
+        None, description="the ancestor whose profile this is: the version was not profiled itself "
+                          "(its `profiled` event names `inherited:vN`)")
 
 
 class ConvergencePoint(Model):

@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 
 from kernelopt.errors import BadInput, CandidateFailed
 from kernelopt.models.harness import Candidate, Evaluation, Problem, ShapeCheck, TimingStats
-from kernelopt.models.optimize import Attempt, OptimizeContext, Proposal, RunConfig, RunState, Version
+from kernelopt.models.optimize import (INHERITED_PREFIX, Attempt, OptimizeContext, Proposal, RunConfig, RunState,
+                                       Version)
 from kernelopt.optimize import DEFAULT_OPTIMIZER
 from kernelopt.optimize.base import at_roofline, capability, roofline_share
 from kernelopt.rundir import changed_message
@@ -50,14 +51,6 @@ RECOMMENDATIONS = 12
 # share of the best and no knob variant of it was timed yet, and racing spares such structures up to
 # the same share (`Loop.on_probation`, `Loop.evaluate`).
 PROBATION_MARGIN = 0.10
-
-
-INHERITED_PREFIX = "inherited:"
-
-
-def inherited(version: Version) -> bool:
-    """Whether the version's metrics and diagnosis are an ancestor's (Loop.inherit_profile)."""
-    return (version.profiler or "").startswith(INHERITED_PREFIX)
 
 
 def timing_alone_s(phases: dict[str, float], warm_verify: float, choices_kept: bool = False) -> float:
@@ -378,7 +371,7 @@ class Loop:
             ancestor = self.state.versions.get(parent_id)
             if ancestor is None or self.structure(ancestor.id) != self.structure(vid):
                 return None  # another structure: its profile says nothing about this one
-            if ancestor.metrics is not None and ancestor.diagnosis is not None and not inherited(ancestor):
+            if ancestor.metrics is not None and ancestor.diagnosis is not None and ancestor.profile_of is None:
                 if version.median_ms and ancestor.median_ms and \
                         abs(version.median_ms / ancestor.median_ms - 1.0) <= INHERIT_PROFILE_MARGIN:
                     return ancestor
@@ -403,7 +396,7 @@ class Loop:
         version = self.state.versions[vid]
         engine_start = self.state.spent.get("startup", 0.0) / max(1, self.state.resumes + 1)
         estimate = engine_start + PROFILE_NCU_S + PROFILE_CALLS * (version.median_ms or 0.0) / 1000.0
-        done = [v for v in self.state.versions.values() if not inherited(v)
+        done = [v for v in self.state.versions.values() if v.profile_of is None
                 and (v.metrics is not None or v.diagnosis is not None or v.profile_failure is not None)]
         spent = self.state.spent.get("profiling", 0.0)
         if done and spent > 0:
@@ -1001,9 +994,13 @@ def experience_record(version: Version, parent: Version, problem: Problem, confi
     ev = version.evaluation
     proposal = version.proposal
     assert proposal is not None
-    before = parent.metrics.values() if parent.metrics else {}
-    after = version.metrics.values() if version.metrics else {}
+    # Measured metrics only: a version that carries an ancestor's profile (Loop.inherit_profile) was
+    # not profiled, and its ancestor's figures are not its own, before a change or after it.
+    before = parent.metrics.values() if parent.metrics and parent.profile_of is None else {}
+    after = version.metrics.values() if version.metrics and version.profile_of is None else {}
     primary = parent.diagnosis.primary if parent.diagnosis else None
+    borrowed = (f"bottleneck from {parent.profile_of}'s profile ({parent.id} was not profiled)"
+                if parent.profile_of is not None and primary is not None else None)
     correct = bool(ev is not None and ev.passed)
     speedup = parent.median_ms / version.median_ms if correct and parent.median_ms and version.median_ms else None
     outcome = None
@@ -1042,8 +1039,10 @@ def experience_record(version: Version, parent: Version, problem: Problem, confi
         speedup=speedup,
         time_before_ms=parent.median_ms,
         time_after_ms=version.median_ms if correct else None,
-        notes=("interpreter wall times (CPU), not GPU times" if interpreter else None)
-        or (f"{ev.failure.reason}: {ev.failure.message[:300]}" if ev and ev.failure else None),
+        notes="; ".join(filter(None, [
+            ("interpreter wall times (CPU), not GPU times" if interpreter else None)
+            or (f"{ev.failure.reason}: {ev.failure.message[:300]}" if ev and ev.failure else None),
+            borrowed])) or None,
         source=f"{run_source(config)}{version.id}",
     )
 

@@ -122,7 +122,7 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
         summary.lineage = [rows[vid] for vid in lineage(state, best.id)]
         _fill_speedup(summary, state, start, best)
         _fill_baselines(summary, state, best)
-        summary.diagnosis_after = bottleneck_summary(best.diagnosis)
+        summary.diagnosis_after = bottleneck_summary(best.diagnosis, best.profile_of)
         others = state.verified.get(best.id, [])[1:]  # [0] is the re-verification at the run's shape
         if others:
             from kernelopt.harness.shapes import describe
@@ -131,7 +131,7 @@ def summarize_run(run: RunDir, state: RunState | None = None) -> RunSummary:
             summary.shapes = describe(others)
             summary.shapes_hold = all(c.passed for c in others)
     if start is not None:
-        summary.diagnosis_before = bottleneck_summary(start.diagnosis)
+        summary.diagnosis_before = bottleneck_summary(start.diagnosis, start.profile_of)
     return summary
 
 
@@ -214,7 +214,8 @@ def convergence(state: RunState) -> list[ConvergencePoint]:
     return points
 
 
-def bottleneck_summary(diagnosis: Diagnosis | None) -> BottleneckSummary | None:
+def bottleneck_summary(diagnosis: Diagnosis | None, profile_of: str | None = None) -> BottleneckSummary | None:
+    """The primary bottleneck as the report shows it; `profile_of`: the ancestor whose profile it is."""
     if diagnosis is None or diagnosis.primary is None:
         return None
     b = diagnosis.primary
@@ -230,6 +231,7 @@ def bottleneck_summary(diagnosis: Diagnosis | None) -> BottleneckSummary | None:
         message=b.message,
         headroom_pct=b.headroom_pct,
         evidence=evidence,
+        profile_of=profile_of,
     )
 
 

@@ -170,10 +170,15 @@ def diagnosis_context(version: Version, floor_ms: float | None = None) -> dict[s
     rules = list(d.ncu_rules) if d else []
     if not rules and version.metrics is not None:
         rules = version.metrics.rules()
+    notes = list(d.notes) if d else []
+    if version.profile_of is not None:
+        notes.insert(0, f"{version.id} was not profiled: the diagnosis and metrics here are {version.profile_of}'s, "
+                        f"the same kernel with other knob values at nearly the same time (launch figures such as "
+                        f"block size, grid and registers are {version.profile_of}'s)")
     return {
         "primary": bottleneck_block(d.primary) if d and d.primary else None,
         "others": [bottleneck_block(b) for b in (d.bottlenecks[1:] if d else [])],
-        "notes": list(d.notes) if d else [],
+        "notes": notes,
         "metrics": metric_lines(version.metrics),
         "roofline": floor_line(version, floor_ms) + roofline_lines(version.metrics),
         "ncu_rules": rule_lines(rules),
