@@ -155,3 +155,37 @@ def test_the_reference_time_is_the_fastest_baseline_measured() -> None:
                             for name, ms in (("eager", 2.5), ("compile", 0.93))}
     loop.state.baselines["failed"] = Timing(label="compile", error="torch.compile failed")
     assert loop.reference_ms() == pytest.approx(0.93)
+
+
+@pytest.mark.parametrize("compile_ms", [None, 0.1])
+def test_the_loop_stops_at_the_roofline_only_once_no_baseline_is_faster(tmp_path, monkeypatch, compile_ms) -> None:
+    """v0 at 95 % of the floor stops the run before round 1, unless torch.compile ran faster: then the
+    knob search goes on (the stop, the optimizers' context and the stop message all read the baseline)."""
+    import kernelopt.harness.evaluate as evaluate_mod
+    from conftest import MATVEC, FakeEngine
+
+    from kernelopt.models.harness import Timing
+
+    v0_ms = FakeEngine(None).ms_of(Candidate(path=str(MATVEC / "kernel.py"), name="v0", backend="triton",
+                                             entry="ModelNew", sha256="0"))
+    baselines = {"eager": Timing(label="eager", stats=_version("e", 10 * v0_ms, None).evaluation.timing)}
+    if compile_ms is not None:
+        baselines["compile"] = Timing(label="compile", stats=_version("c", compile_ms * v0_ms, None).evaluation.timing)
+
+    def engine(problem: Any, **kw: Any) -> FakeEngine:
+        e = FakeEngine(problem, **kw)
+        e.ready = [SimpleNamespace(reference_floor_ms=0.95 * v0_ms, baselines=baselines, baselines_cached=[],
+                                   baselines_s=0.0, device=None)]
+        return e
+
+    monkeypatch.setattr(evaluate_mod, "Engine", engine)
+    state = loop_mod.optimize(run_dir=tmp_path / "run", problem_path=MATVEC / "problem.py",
+                              kernel_path=MATVEC / "kernel.py", overrides={"M": "64", "K": "256"}, optimizer="knobs",
+                              budget_evals=4, rounds=3, beam=2, proposals_per_member=2, seed=3, profile=False,
+                              experience=False)
+    if compile_ms is None:
+        assert state.stop_reason == "at the roofline (95% of the DRAM floor), no slower than the fastest baseline"
+        assert list(state.versions) == ["v0"]
+    else:
+        # compile at a tenth of v0's time, below anything the fake engine's knob space reaches
+        assert state.stop_reason == "evaluation budget" and len(state.versions) == 4
