@@ -148,3 +148,24 @@ def test_a_row_launched_elementwise_kernel_gets_the_flat_grid_transform(packs, t
                           beam=[member], recommendations={"v0": recs}, proposals_per_member=4)
     made = [p for p in StrategiesOptimizer(strategies=packs).propose(ctx) if p.extra.get("phase") == "transform"]
     assert ("flat-elementwise-grid", "flat_elementwise") in [(p.strategy, p.extra["transform"]["name"]) for p in made]
+
+
+def test_under_register_pressure_the_first_knob_move_spreads_the_tile_over_four_times_the_warps(packs, tmp_path):
+    """benchmarks/results/knob_outcomes_num_warps.md: under a register-limited diagnosis num_warps 4 -> 16
+    won 12 of 12 times, 4 -> 8 none of 11 and 4 -> 2 none of 8; the search used to try 2 first."""
+    from pathlib import Path
+
+    from kernelopt.models.harness import Problem
+    from kernelopt.models.optimize import OptimizeContext, Version
+    from kernelopt.models.recommendation import Recommendation
+    from kernelopt.optimize.knobs.search import KnobSearchOptimizer
+
+    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "bias_silu_residual"
+    v0 = tmp_path / "v0.py"
+    v0.write_text((suite / "kernel.py").read_text())
+    recs = [Recommendation(strategy="reduce-register-pressure", score=0.3, reason="register_limited")]
+    ctx = OptimizeContext(problem=Problem(path=str(suite / "problem.py"), name="bias_silu_residual"), round=1,
+                          beam=[Version(id="v0", round=0, path=str(v0))], recommendations={"v0": recs},
+                          proposals_per_member=3)
+    first = KnobSearchOptimizer(strategies=packs).propose(ctx)[0]
+    assert first.strategy == "reduce-register-pressure" and first.knobs["num_warps"] == 16
