@@ -86,3 +86,19 @@ def test_every_strategy_is_complete(builtin):
 def test_ids_are_globally_unique_across_backends(builtin):
     counts = Counter(s.id for p in builtin.packs for s in p.strategies)
     assert max(counts.values()) == 1
+
+
+def test_the_docs_table_counts_the_shipped_packs() -> None:
+    """docs/strategies.md's table of shipped packs said 37 Triton strategies when the pack held 42."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "strategies.md").read_text()
+    for name in ("triton", "cuda"):
+        entries = yaml.safe_load((root / "strategies" / f"{name}.yaml").read_text())["strategies"]
+        row = re.search(rf"^\| `strategies/{name}\.yaml` \| `[^`]+` \| (\d+) \| (\d+) \|$", doc, re.M)
+        assert row, f"no row for strategies/{name}.yaml in docs/strategies.md"
+        assert (int(row[1]), int(row[2])) == (len(entries), sum(bool(e.get("anti_pattern")) for e in entries))
