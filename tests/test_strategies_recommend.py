@@ -169,3 +169,24 @@ def test_under_register_pressure_the_first_knob_move_spreads_the_tile_over_four_
                           proposals_per_member=3)
     first = KnobSearchOptimizer(strategies=packs).propose(ctx)[0]
     assert first.strategy == "reduce-register-pressure" and first.knobs["num_warps"] == 16
+
+
+def test_under_an_alu_diagnosis_the_first_knob_move_is_fewer_warps(packs, tmp_path):
+    """benchmarks/results/knob_outcomes_num_warps.md: under `alu` num_warps 4 -> 2 won 26 of 43 moves and
+    4 -> 8 won 1 of 37; without a hint the knob search tries upwards first."""
+    from pathlib import Path
+
+    from kernelopt.models.harness import Problem
+    from kernelopt.models.optimize import OptimizeContext, Version
+    from kernelopt.optimize.knobs.search import KnobSearchOptimizer
+
+    recs = pack_scores(diagnosis(bottleneck("compute", subcause="alu")), "triton", {}, strategies=packs)
+    assert "specialize-index-scalars" in ids(recs)
+    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "avgpool2d"
+    v0 = tmp_path / "v0.py"
+    v0.write_text((suite / "kernel.py").read_text())
+    ctx = OptimizeContext(problem=Problem(path=str(suite / "problem.py"), name="avgpool2d"), round=1,
+                          beam=[Version(id="v0", round=0, path=str(v0))], recommendations={"v0": recs},
+                          proposals_per_member=4)
+    moves = [p.knobs.get("num_warps") for p in KnobSearchOptimizer(strategies=packs).propose(ctx)]
+    assert 2 in moves and (8 not in moves or moves.index(2) < moves.index(8))
