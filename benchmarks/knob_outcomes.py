@@ -22,50 +22,58 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def outcomes(results: Path, knob: str) -> dict[tuple[str, str, str], list[float]]:
+    from kernelopt.errors import BadInput
+    from kernelopt.rundir import read_events
+
     pattern = re.compile(rf"(?:\S+\.)?{re.escape(knob)} (\S+) -> (\S+)")
     groups: dict[tuple[str, str, str], list[float]] = collections.defaultdict(list)
     seen: set[str] = set()
     for path in sorted(results.glob("**/events.jsonl")):
-        ms: dict[str, float] = {}
-        parent: dict[str, str | None] = {}
-        change: dict[str, str] = {}
-        subcause: dict[str, str] = {}
         try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
+            events = read_events(path)
+        except BadInput:
+            continue  # a damaged log: its moves are not evidence
         # a run copied into two results folders (a resumed call's copy) counts once
-        if not lines or lines[0] in seen:
+        first = json.dumps(events[0], sort_keys=True) if events else None
+        if first is None or first in seen:
             continue
-        seen.add(lines[0])
-        for line in lines:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("type") == "proposed":
-                p = e.get("proposal") or {}
-                parent[e["version"]] = p.get("parent")
-                change[e["version"]] = (p.get("change") or "").strip()
-            elif e.get("type") == "evaluated":
-                ev = e.get("evaluation") or {}
-                t = (ev.get("timing") or {}).get("median_ms")
-                # GPU times only: the interpreter's wall times say nothing about a launch knob
-                if ev.get("failure") is None and t and str(ev.get("device") or "").startswith("cuda"):
-                    ms[e["version"]] = t
-            elif e.get("type") == "profiled" and e.get("diagnosis"):
-                primary = e["diagnosis"].get("primary") or {}
-                subcause[e["version"]] = primary.get("subcause") or primary.get("category") or "-"
-        for v, c in change.items():
-            m = pattern.fullmatch(c)
-            p = parent.get(v)
-            if not m or v not in ms or p not in ms:
-                continue
-            found, walk = None, p
-            while walk and found is None:
-                found, walk = subcause.get(walk), parent.get(walk)
-            groups[(found or "not profiled", m[1], m[2])].append(ms[p] / ms[v])
+        seen.add(first)
+        for key, speedup in _moves(events, pattern):
+            groups[key].append(speedup)
     return groups
+
+
+def _moves(events: list[dict], pattern: re.Pattern[str]) -> list[tuple[tuple[str, str, str], float]]:
+    """((subcause, from, to), parent median / child median) for each timed one-knob move of a run."""
+    ms: dict[str, float] = {}
+    parent: dict[str, str | None] = {}
+    change: dict[str, str] = {}
+    subcause: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "proposed":
+            p = e.get("proposal") or {}
+            parent[e["version"]] = p.get("parent")
+            change[e["version"]] = (p.get("change") or "").strip()
+        elif e["type"] == "evaluated":
+            ev = e.get("evaluation") or {}
+            t = (ev.get("timing") or {}).get("median_ms")
+            # GPU times only: the interpreter's wall times say nothing about a launch knob
+            if ev.get("failure") is None and t and str(ev.get("device") or "").startswith("cuda"):
+                ms[e["version"]] = t
+        elif e["type"] == "profiled" and e.get("diagnosis"):
+            primary = e["diagnosis"].get("primary") or {}
+            subcause[e["version"]] = primary.get("subcause") or primary.get("category") or "-"
+    out = []
+    for v, c in change.items():
+        m = pattern.fullmatch(c)
+        p = parent.get(v)
+        if not m or v not in ms or p not in ms:
+            continue
+        found, walk = None, p
+        while walk and found is None:
+            found, walk = subcause.get(walk), parent.get(walk)
+        out.append(((found or "not profiled", m[1], m[2]), ms[p] / ms[v]))
+    return out
 
 
 def render(groups: dict[tuple[str, str, str], list[float]], knob: str, results: Path) -> str:
@@ -75,18 +83,18 @@ def render(groups: dict[tuple[str, str, str], list[float]], knob: str, results: 
            "once). Speedup: the",
            "parent's median over the child's; a win is above 1.02.", "",
            "| subcause | move | moves | median speedup | wins |", "|---|---|---:|---:|---:|"]
-    def order(k: tuple[str, str, str]) -> tuple[str, float, float]:
-        def num(x: str) -> float:
-            try:
-                return float(x)
-            except ValueError:
-                return 0.0
-        return (k[0], num(k[1]), num(k[2]))
-    for key in sorted(groups, key=order):
+    for key in sorted(groups, key=lambda k: (k[0], _number(k[1]), _number(k[2]))):
         xs = groups[key]
         out.append(f"| {key[0]} | {key[1]} -> {key[2]} | {len(xs)} | {statistics.median(xs):.3f} | "
                    f"{sum(x > 1.02 for x in xs)} |")
     return "\n".join(out) + "\n"
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ def _run(folder: Path, device: str, started: str) -> None:
                                                               "failure": {"reason": "incorrect"}}},
     ]
     folder.mkdir(parents=True)
-    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (folder / "events.jsonl").write_text("".join(json.dumps({"seq": n, **e}) + "\n" for n, e in enumerate(events)))
 
 
 def test_moves_are_grouped_by_the_nearest_diagnosis_once_per_run_on_gpu_times_only(tmp_path: Path) -> None:
