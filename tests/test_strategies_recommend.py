@@ -27,6 +27,21 @@ def ids(recs) -> list[str]:
     return [r.strategy for r in recs]
 
 
+def suite_context(tmp_path, name: str, recs, proposals: int):
+    """Round 1 of the suite draft `name` (copied to v0.py) with `recs` recommended for v0."""
+    from pathlib import Path
+
+    from kernelopt.models.harness import Problem
+    from kernelopt.models.optimize import OptimizeContext, Version
+
+    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / name
+    v0 = tmp_path / "v0.py"
+    v0.write_text((suite / "kernel.py").read_text())
+    return OptimizeContext(problem=Problem(path=str(suite / "problem.py"), name=name), round=1,
+                           beam=[Version(id="v0", round=0, path=str(v0))], recommendations={"v0": recs},
+                           proposals_per_member=proposals)
+
+
 def test_only_matching_category_and_backend(packs):
     recs = pack_scores(diagnosis(bottleneck("onchip_memory")), "cuda", {}, strategies=packs)
     assert recs
@@ -132,20 +147,11 @@ def test_a_row_launched_elementwise_kernel_gets_the_flat_grid_transform(packs, t
     an H200 and DRAM-bound on an H100 (session 13). flat_elementwise, the form torch.compile's
     pointwise kernels take, was reachable only through bigger-programs-for-tiny-blocks, whose `when`
     (blocks, not registers, bind occupancy) excluded it in both: three rounds, never proposed."""
-    from pathlib import Path
-
-    from kernelopt.models.harness import Problem
-    from kernelopt.models.optimize import OptimizeContext, Version
     from kernelopt.optimize.transforms.optimizer import StrategiesOptimizer
 
     recs = pack_scores(diagnosis(bottleneck(category, subcause=subcause)), "triton", {}, strategies=packs)
     assert "flat-elementwise-grid" in ids(recs)
-    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "bias_silu_residual"
-    v0 = tmp_path / "v0.py"
-    v0.write_text((suite / "kernel.py").read_text())
-    member = Version(id="v0", round=0, path=str(v0))
-    ctx = OptimizeContext(problem=Problem(path=str(suite / "problem.py"), name="bias_silu_residual"), round=1,
-                          beam=[member], recommendations={"v0": recs}, proposals_per_member=4)
+    ctx = suite_context(tmp_path, "bias_silu_residual", recs, 4)
     made = [p for p in StrategiesOptimizer(strategies=packs).propose(ctx) if p.extra.get("phase") == "transform"]
     assert ("flat-elementwise-grid", "flat_elementwise") in [(p.strategy, p.extra["transform"]["name"]) for p in made]
 
@@ -153,20 +159,11 @@ def test_a_row_launched_elementwise_kernel_gets_the_flat_grid_transform(packs, t
 def test_under_register_pressure_the_first_knob_move_spreads_the_tile_over_four_times_the_warps(packs, tmp_path):
     """benchmarks/results/knob_outcomes_num_warps.md: under a register-limited diagnosis num_warps 4 -> 16
     won 12 of 12 times, 4 -> 8 none of 11 and 4 -> 2 none of 8; the search used to try 2 first."""
-    from pathlib import Path
-
-    from kernelopt.models.harness import Problem
-    from kernelopt.models.optimize import OptimizeContext, Version
     from kernelopt.models.recommendation import Recommendation
     from kernelopt.optimize.knobs.search import KnobSearchOptimizer
 
-    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "bias_silu_residual"
-    v0 = tmp_path / "v0.py"
-    v0.write_text((suite / "kernel.py").read_text())
     recs = [Recommendation(strategy="reduce-register-pressure", score=0.3, reason="register_limited")]
-    ctx = OptimizeContext(problem=Problem(path=str(suite / "problem.py"), name="bias_silu_residual"), round=1,
-                          beam=[Version(id="v0", round=0, path=str(v0))], recommendations={"v0": recs},
-                          proposals_per_member=3)
+    ctx = suite_context(tmp_path, "bias_silu_residual", recs, 3)
     first = KnobSearchOptimizer(strategies=packs).propose(ctx)[0]
     assert first.strategy == "reduce-register-pressure" and first.knobs["num_warps"] == 16
 
@@ -174,19 +171,10 @@ def test_under_register_pressure_the_first_knob_move_spreads_the_tile_over_four_
 def test_under_an_alu_diagnosis_the_first_knob_move_is_fewer_warps(packs, tmp_path):
     """benchmarks/results/knob_outcomes_num_warps.md: under `alu` num_warps 4 -> 2 won 26 of 43 moves and
     4 -> 8 won 1 of 37; without a hint the knob search tries upwards first."""
-    from pathlib import Path
-
-    from kernelopt.models.harness import Problem
-    from kernelopt.models.optimize import OptimizeContext, Version
     from kernelopt.optimize.knobs.search import KnobSearchOptimizer
 
     recs = pack_scores(diagnosis(bottleneck("compute", subcause="alu")), "triton", {}, strategies=packs)
     assert "specialize-index-scalars" in ids(recs)
-    suite = Path(__file__).resolve().parents[1] / "benchmarks" / "suite" / "avgpool2d"
-    v0 = tmp_path / "v0.py"
-    v0.write_text((suite / "kernel.py").read_text())
-    ctx = OptimizeContext(problem=Problem(path=str(suite / "problem.py"), name="avgpool2d"), round=1,
-                          beam=[Version(id="v0", round=0, path=str(v0))], recommendations={"v0": recs},
-                          proposals_per_member=4)
+    ctx = suite_context(tmp_path, "avgpool2d", recs, 4)
     moves = [p.knobs.get("num_warps") for p in KnobSearchOptimizer(strategies=packs).propose(ctx)]
     assert 2 in moves and (8 not in moves or moves.index(2) < moves.index(8))
