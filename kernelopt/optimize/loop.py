@@ -1011,6 +1011,8 @@ def experience_record(version: Version, parent: Version, problem: Problem, confi
     elif speedup is not None:
         outcome = "success" if speedup > 1 + SAME_BAND else "failure" if speedup < 1 - SAME_BAND else "neutral"
     interpreter = bool(ev and ev.interpreter)
+    timing_note = ("interpreter wall times (CPU), not GPU times" if interpreter else None) or \
+        (f"{ev.failure.reason}: {ev.failure.message[:300]}" if ev and ev.failure else None)
     from kernelopt.recommend import generic_strategy
     from kernelopt.source import features
 
@@ -1039,10 +1041,7 @@ def experience_record(version: Version, parent: Version, problem: Problem, confi
         speedup=speedup,
         time_before_ms=parent.median_ms,
         time_after_ms=version.median_ms if correct else None,
-        notes="; ".join(filter(None, [
-            ("interpreter wall times (CPU), not GPU times" if interpreter else None)
-            or (f"{ev.failure.reason}: {ev.failure.message[:300]}" if ev and ev.failure else None),
-            borrowed])) or None,
+        notes="; ".join(n for n in (timing_note, borrowed) if n) or None,
         source=f"{run_source(config)}{version.id}",
     )
 
